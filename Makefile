@@ -1,0 +1,46 @@
+# `make run` starts the app; `make test` runs every check. Both create .venv and install on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+RUN_STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
+PORT ?= 8501
+
+.PHONY: run test lint unit e2e bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(RUN_STAMP): requirements.txt | $(PY)
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(TEST_STAMP): requirements.txt requirements-test.txt | $(PY)
+	$(PY) -m pip install --quiet -r requirements-test.txt
+	@# Browser tests use Debian's chromium (Playwright never downloads a browser here).
+	@command -v chromium >/dev/null 2>&1 || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium; }
+	touch $(RUN_STAMP) $@
+
+run: $(RUN_STAMP)
+	$(VENV)/bin/streamlit run app.py --server.port $(PORT) --browser.gatherUsageStats false
+
+test: $(TEST_STAMP)
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest
+
+unit: $(TEST_STAMP)
+	$(PY) -m pytest -m "not e2e"
+
+e2e: $(TEST_STAMP)
+	$(PY) -m pytest -m e2e
+
+bench: $(RUN_STAMP)
+	$(PY) bench/engine.py
+	$(PY) bench/hooked.py
+	$(PY) bench/app.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,26 @@
+"""attnviz: every per-head tensor of multi-head attention, for a toy stack or a pretrained BERT.
+
+The engine never imports streamlit. The pretrained-model half (transformers) loads on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from attnviz.config import StackConfig
+from attnviz.stack import trace_text
+from attnviz.trace import LayerTrace, Trace
+
+if TYPE_CHECKING:
+    from attnviz.hooked import load_model, trace_model
+
+__all__ = ["StackConfig", "trace_text", "load_model", "trace_model", "Trace", "LayerTrace"]
+
+
+def __getattr__(name: str):
+    # transformers takes seconds to import; only the BERT half needs it.
+    if name in ("load_model", "trace_model"):
+        from attnviz import hooked
+
+        return getattr(hooked, name)
+    raise AttributeError(f"module 'attnviz' has no attribute {name!r}")

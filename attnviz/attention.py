@@ -1,0 +1,56 @@
+"""Scaled dot-product attention as one small pure function that returns every intermediate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Attended:
+    """What one attention call computed; leading dims are whatever the inputs had (e.g. [head])."""
+
+    scores: torch.Tensor  # [..., head, q, k] raw q·k, before scale and mask
+    logits: torch.Tensor  # [..., head, q, k] scores * scale, -inf where masked
+    weights: torch.Tensor  # [..., head, q, k] softmax over keys; masked entries exactly 0
+    z: torch.Tensor  # [..., head, q, d_head] weights @ v
+
+
+def expand_kv(kv: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Repeat key/value heads so query head h meets kv head h // (n_heads // n_kv_heads)."""
+    n_kv = kv.shape[-3]
+    if n_heads % n_kv:
+        raise ValueError(f"n_kv_heads={n_kv} does not divide n_heads={n_heads}")
+    return kv.repeat_interleave(n_heads // n_kv, dim=-3)  # [..., head, k, d_head]
+
+
+def attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    scale: float = 1.0,
+) -> Attended:
+    """softmax(q·kᵀ · scale, masked) @ v for q [..., head, q, d] and k, v [..., kv_head, k, d].
+
+    `mask` is boolean, True = may attend, broadcastable to [..., head, q, k]. Masked logits are -inf
+    (not the "1e-10" of note 002, which is a tiny positive number and masks nothing); a row with no
+    allowed key gets all-zero weights instead of NaN.
+    """
+    n_heads = q.shape[-3]
+    k_full = expand_kv(k, n_heads)  # [..., head, k, d_head]
+    v_full = expand_kv(v, n_heads)  # [..., head, k, d_head]
+    scores = q @ k_full.transpose(-1, -2)  # [..., head, q, k]
+    logits = scores * scale  # [..., head, q, k]
+    if mask is None:
+        weights = torch.softmax(logits, dim=-1)  # [..., head, q, k]
+    else:
+        mask = mask.to(torch.bool)
+        logits = logits.masked_fill(~mask, float("-inf"))
+        any_key = mask.any(dim=-1, keepdim=True)  # [..., q, 1]
+        # Rows with no allowed key would be softmax(-inf...) = NaN; give them zeros instead.
+        weights = torch.softmax(logits.masked_fill(~any_key, 0.0), dim=-1)
+        weights = weights.masked_fill(~mask, 0.0)
+    z = weights @ v_full  # [..., head, q, d_head]
+    return Attended(scores=scores, logits=logits, weights=weights, z=z)

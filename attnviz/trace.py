@@ -1,0 +1,176 @@
+"""Trace and LayerTrace: every per-head tensor of one run, on CPU, float32, no batch dimension."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass
+class LayerTrace:
+    """One attention block. Query head h uses kv head h // (n_heads // n_kv_heads).
+
+    | field   | shape                    | meaning                                              |
+    |---------|--------------------------|------------------------------------------------------|
+    | q       | [n_heads, n_q, d_head]   | queries per head                                     |
+    | k, v    | [n_kv_heads, n_k, d_head]| keys and values, not expanded                        |
+    | scores  | [n_heads, n_q, n_k]      | raw q·k, before any scale or mask                    |
+    | scale   | float                    | factor applied to scores                             |
+    | mask    | bool [n_q, n_k] or None  | True = may attend                                    |
+    | weights | [n_heads, n_q, n_k]      | softmax(scores * scale, masked); rows sum to 1       |
+    | z       | [n_heads, n_q, d_head]   | per-head output, weights @ v                         |
+    | output  | [n_q, d_model]           | the block's output after W_O, before the residual    |
+    | x       | [n_q, d_model] or None   | the input the queries were projected from            |
+    """
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    scores: torch.Tensor
+    scale: float
+    mask: torch.Tensor | None
+    weights: torch.Tensor
+    z: torch.Tensor
+    output: torch.Tensor
+    x: torch.Tensor | None = None
+
+    @property
+    def n_heads(self) -> int:
+        return self.q.shape[0]
+
+    @property
+    def n_kv_heads(self) -> int:
+        return self.k.shape[0]
+
+    def logits(self) -> torch.Tensor:
+        """What softmax sees: scores * scale with -inf where masked. [n_heads, n_q, n_k]"""
+        logits = self.scores * self.scale
+        if self.mask is not None:
+            logits = logits.masked_fill(~self.mask, float("-inf"))
+        return logits
+
+
+@dataclass
+class Trace:
+    """A whole run: tokens, one LayerTrace per layer, and where it came from.
+
+    `key_tokens` differs from `tokens` only for cross-attention (the toy stack with a text pair).
+    BERT traces also fill `token_types`, `special`, `hidden` [n, d_model] and `embedding` [d_model].
+    """
+
+    tokens: list[str]
+    layers: list[LayerTrace]
+    source: str
+    key_tokens: list[str] | None = None
+    truncated: bool = False
+    n_input_tokens: int | None = None
+    token_types: list[int] | None = None
+    special: dict[str, list[int]] = field(default_factory=dict)
+    hidden: torch.Tensor | None = None
+    embedding: torch.Tensor | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.key_tokens is None:
+            self.key_tokens = list(self.tokens)
+        if self.n_input_tokens is None:
+            self.n_input_tokens = len(self.tokens)
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def n_heads(self) -> int:
+        return self.layers[0].n_heads if self.layers else 0
+
+    @property
+    def is_cross(self) -> bool:
+        return self.key_tokens != self.tokens
+
+    def weights(self) -> torch.Tensor:
+        """All weights stacked. [layer, head, q, k]"""
+        return torch.stack([layer.weights for layer in self.layers])
+
+
+HEAD_STATS = (
+    "entropy",
+    "entropy_rel",
+    "max_weight",
+    "distance",
+    "self",
+    "prev",
+    "first",
+    "special",
+)
+
+
+def head_stats(trace: Trace) -> dict[str, torch.Tensor]:
+    """Per-head statistics, each a [layer, head] tensor averaged over query rows.
+
+    entropy: mean row entropy in nats; entropy_rel: that over log(number of allowed keys), 1 = uniform;
+    max_weight: mean of each row's largest weight; distance: mean |query pos - key pos| weighted;
+    self / prev / first: mean weight on the token itself, the one before it, the first one;
+    special: mean weight on the trace's special tokens ([CLS], [SEP]; 0 when there are none).
+    """
+    w = trace.weights()  # [layer, head, q, k]
+    n_q, n_k = w.shape[-2:]
+    mask = trace.layers[0].mask if trace.layers else None
+    allowed = torch.ones(n_q, n_k, dtype=torch.bool) if mask is None else mask  # [q, k]
+    n_allowed = allowed.sum(-1)  # [q]
+    live = n_allowed > 0  # [q] rows that attend at all
+
+    def row_mean(x: torch.Tensor, rows: torch.Tensor = live) -> torch.Tensor:
+        # x: [layer, head, q] -> [layer, head], averaged over the chosen query rows
+        if not bool(rows.any()):
+            return torch.zeros(x.shape[:2])
+        return x[..., rows].mean(-1)
+
+    plogp = torch.where(w > 0, w * w.clamp_min(1e-30).log(), torch.zeros(()))
+    entropy = -plogp.sum(-1)  # [layer, head, q]
+    max_h = torch.log(n_allowed.clamp_min(1).to(w.dtype))  # [q]
+    wide = n_allowed > 1
+    rel = entropy[..., wide] / max_h[wide] if bool(wide.any()) else None
+
+    qi = torch.arange(n_q).unsqueeze(1)  # [q, 1]
+    kj = torch.arange(n_k).unsqueeze(0)  # [1, k]
+    dist = (w * (qi - kj).abs().to(w.dtype)).sum(-1)  # [layer, head, q]
+
+    diag = torch.zeros(w.shape[:-1])  # [layer, head, q]
+    m = min(n_q, n_k)
+    diag[..., :m] = w[..., torch.arange(m), torch.arange(m)]
+    prev = torch.zeros(w.shape[:-1])  # [layer, head, q]
+    if n_q > 1 and n_k > 1:
+        rows = torch.arange(1, min(n_q, n_k + 1))
+        prev[..., rows] = w[..., rows, rows - 1]
+    specials = sorted({p for ps in trace.special.values() for p in ps if p < n_k})
+    special = w[..., specials].sum(-1) if specials else torch.zeros(w.shape[:-1])
+
+    return {
+        "entropy": row_mean(entropy),
+        "entropy_rel": rel.mean(-1) if rel is not None else torch.zeros(w.shape[:2]),
+        "max_weight": row_mean(w.amax(-1)),
+        "distance": row_mean(dist),
+        "self": row_mean(diag),
+        "prev": row_mean(prev, live & (torch.arange(n_q) > 0)),
+        "first": row_mean(w[..., 0]),
+        "special": row_mean(special),
+    }
+
+
+def mean_max_weight(weights: torch.Tensor) -> float:
+    """Mean over rows of the largest weight: 1/n_k for uniform rows, 1 for one-hot rows."""
+    return float(weights.amax(-1).mean())
+
+
+def mean_entropy(weights: torch.Tensor) -> float:
+    """Mean row entropy in nats."""
+    plogp = torch.where(weights > 0, weights * weights.clamp_min(1e-30).log(), torch.zeros(()))
+    return float(-plogp.sum(-1).mean())
+
+
+def uniform_entropy(n: int) -> float:
+    return math.log(n) if n > 0 else 0.0
