@@ -189,9 +189,9 @@ def trace_text(
 ) -> Trace:
     """Tokenize and run the toy stack, seeded and deterministic.
 
-    With `text_pair`, queries come from `text` and keys and values from `text_pair` (cross-attention;
-    the causal mask applies to self-attention only). `pad_to` appends [PAD] tokens up to that length and
-    masks them as keys, to show a padding mask.
+    With `text_pair`, queries come from `text` and keys and values from `text_pair`
+    (cross-attention; the causal mask applies to self-attention only). `pad_to` appends [PAD]
+    tokens up to that length and masks them as keys, to show a padding mask.
     """
     config = config if config is not None else StackConfig()
     tokens, n_in, truncated = _prepare(text, config)

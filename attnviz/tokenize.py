@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-# CJK ideographs (unified, extensions A, compatibility), kana, hangul, and CJK punctuation: one each.
+# CJK ideographs (unified, ext. A, compatibility), kana, hangul, CJK punctuation: one token each.
 _CJK = (
     r"[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
     r"\U00020000-\U0002fa1f]"

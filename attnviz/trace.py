@@ -111,7 +111,7 @@ HEAD_STATS = (
 def head_stats(trace: Trace) -> dict[str, torch.Tensor]:
     """Per-head statistics, each a [layer, head] tensor averaged over query rows.
 
-    entropy: mean row entropy in nats; entropy_rel: that over log(number of allowed keys), 1 = uniform;
+    entropy: mean row entropy in nats; entropy_rel: that over log(allowed keys), 1 = uniform;
     max_weight: mean of each row's largest weight; distance: mean |query pos - key pos| weighted;
     self / prev / first: mean weight on the token itself, the one before it, the first one;
     special: mean weight on the trace's special tokens ([CLS], [SEP]; 0 when there are none).
