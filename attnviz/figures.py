@@ -1,0 +1,313 @@
+"""Plain data -> plotly figures. No streamlit here; every token label is HTML-escaped."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+from plotly.colors import sample_colorscale
+
+from attnviz.frames import to_numpy
+
+# Every chart's modebar exports a PNG at twice the on-screen size.
+PLOTLY_CONFIG = {
+    "displaylogo": False,
+    "toImageButtonOptions": {"format": "png", "scale": 2, "filename": "attnviz"},
+}
+WEIGHTS_SCALE = "Blues"
+SIGNED_SCALE = "RdBu_r"
+HOVER_LABEL_LIMIT = 160 * 160  # above this many cells, hover names positions, not tokens
+FONT = dict(family="Inter, 'Noto Sans CJK SC', 'Source Han Sans SC', sans-serif", size=13)
+
+
+def escape(tokens: Sequence[str]) -> list[str]:
+    """Plotly renders some HTML in tick and hover text: show tokens as typed, never as markup."""
+    return [html.escape(str(t), quote=False) for t in tokens]
+
+
+def _tick_step(n: int, room: int = 48) -> int:
+    return max(1, -(-n // room))
+
+
+def _layout(fig: go.Figure, title: str, height: int | None) -> go.Figure:
+    fig.update_layout(
+        title=dict(text=html.escape(title), x=0, xanchor="left", font=dict(size=15)),
+        margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+        font=FONT,
+        height=height,
+        plot_bgcolor="white",
+    )
+    return fig
+
+
+def heatmap(
+    matrix: torch.Tensor | np.ndarray,
+    x_tokens: Sequence[str],
+    y_tokens: Sequence[str],
+    *,
+    title: str = "",
+    value_name: str = "weight",
+    colorscale: str = WEIGHTS_SCALE,
+    zmin: float | None = None,
+    zmax: float | None = None,
+    signed: bool = False,
+    highlight_row: int | None = None,
+    show_values: bool = False,
+    height: int | None = None,
+    x_title: str = "key",
+    y_title: str = "query",
+    show_scale: bool = True,
+) -> go.Figure:
+    """A query x key matrix with tokens on both axes (integer positions, so repeats stay apart).
+
+    -inf (masked logits) shows as an empty cell. `signed` centres a diverging scale on 0.
+    """
+    z = to_numpy(matrix).copy()  # [q, k]
+    z[~np.isfinite(z)] = np.nan
+    n_q, n_k = z.shape
+    xs, ys = escape(x_tokens), escape(y_tokens)
+    if signed:
+        colorscale = SIGNED_SCALE if colorscale == WEIGHTS_SCALE else colorscale
+        bound = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
+        zmin, zmax = (-bound, bound) if zmin is None else (zmin, zmax)
+    trace = go.Heatmap(
+        z=z,
+        x=np.arange(n_k),
+        y=np.arange(n_q),
+        colorscale=colorscale,
+        zmin=zmin,
+        zmax=zmax,
+        showscale=show_scale,
+        colorbar=dict(thickness=12, title=dict(text=html.escape(value_name), side="right")),
+        xgap=1 if n_k <= 40 else 0,
+        ygap=1 if n_q <= 40 else 0,
+    )
+    if n_q * n_k <= HOVER_LABEL_LIMIT:
+        labels = np.empty((n_q, n_k, 2), dtype=object)
+        labels[..., 0] = np.array([f"{i}: {t}" for i, t in enumerate(ys)], dtype=object)[:, None]
+        labels[..., 1] = np.array([f"{j}: {t}" for j, t in enumerate(xs)], dtype=object)[None, :]
+        trace.customdata = labels
+        trace.hovertemplate = (
+            f"{y_title} %{{customdata[0]}}<br>{x_title} %{{customdata[1]}}<br>"
+            f"{html.escape(value_name)} %{{z:.4f}}<extra></extra>"
+        )
+    else:
+        trace.hovertemplate = (
+            f"{y_title} #%{{y}}<br>{x_title} #%{{x}}<br>"
+            f"{html.escape(value_name)} %{{z:.4f}}<extra></extra>"
+        )
+    if show_values and n_q * n_k <= 400:
+        trace.text = np.vectorize(lambda v: "" if np.isnan(v) else f"{v:.2f}")(z)
+        trace.texttemplate = "%{text}"
+        trace.textfont = dict(size=11)
+    fig = go.Figure(trace)
+    sx, sy = _tick_step(n_k), _tick_step(n_q)
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=list(range(0, n_k, sx)),
+        ticktext=xs[::sx],
+        tickangle=-60 if n_k > 8 else 0,
+        side="bottom",
+        title=dict(text=x_title, font=dict(size=12)),
+        showgrid=False,
+    )
+    fig.update_yaxes(
+        tickmode="array",
+        tickvals=list(range(0, n_q, sy)),
+        ticktext=ys[::sy],
+        autorange="reversed",
+        title=dict(text=y_title, font=dict(size=12)),
+        showgrid=False,
+    )
+    if highlight_row is not None and 0 <= highlight_row < n_q:
+        fig.add_shape(
+            type="rect",
+            x0=-0.5,
+            x1=n_k - 0.5,
+            y0=highlight_row - 0.5,
+            y1=highlight_row + 0.5,
+            line=dict(color="#e4572e", width=3),
+        )
+    return _layout(fig, title, height)
+
+
+def diff_heatmap(
+    new: torch.Tensor | np.ndarray,
+    base: torch.Tensor | np.ndarray,
+    x_tokens: Sequence[str],
+    y_tokens: Sequence[str],
+    *,
+    title: str = "",
+    bound: float | None = None,
+    height: int | None = None,
+) -> go.Figure:
+    """new − base on one symmetric colour scale (red: more weight than the baseline)."""
+    d = to_numpy(new) - to_numpy(base)  # [q, k]
+    b = bound if bound is not None else max(float(np.nanmax(np.abs(d))), 1e-6)
+    return heatmap(
+        d,
+        x_tokens,
+        y_tokens,
+        title=title,
+        value_name="Δ weight",
+        signed=True,
+        zmin=-b,
+        zmax=b,
+        height=height,
+    )
+
+
+def _colour_lut(colorscale: str, n: int = 256) -> np.ndarray:
+    rgb = sample_colorscale(colorscale, list(np.linspace(0, 1, n)), colortype="tuple")
+    return (np.array(rgb) * (255 if max(max(c) for c in rgb) <= 1 else 1)).astype(np.uint8)
+
+
+def mosaic(
+    weights: torch.Tensor,
+    *,
+    thumb: int = 48,
+    gap: int = 4,
+    shared_scale: bool = False,
+    selected: tuple[int, int] | None = None,
+    title: str = "",
+    height: int | None = None,
+) -> go.Figure:
+    """Every layer x head as a thumbnail in one RGB image (one go.Image: fast even at n = 512).
+
+    weights: [layer, head, q, k]. Each thumbnail is average-pooled to at most `thumb` pixels a side
+    and, unless `shared_scale`, scaled to its own maximum so faint heads still show their pattern.
+    """
+    n_layers, n_heads, n_q, n_k = weights.shape
+    th, tw = min(thumb, n_q), min(thumb, n_k)
+    flat = weights.reshape(n_layers * n_heads, 1, n_q, n_k).float()  # [L*H, 1, q, k]
+    pooled = torch.nn.functional.adaptive_avg_pool2d(flat, (th, tw))[:, 0]  # [L*H, th, tw]
+    if shared_scale:
+        top = pooled.amax().clamp_min(1e-12)
+        norm = pooled / top
+    else:
+        norm = pooled / pooled.amax(dim=(1, 2), keepdim=True).clamp_min(1e-12)
+    lut = _colour_lut(WEIGHTS_SCALE)
+    idx = (norm.clamp(0, 1) * 255).round().long().numpy()  # [L*H, th, tw]
+    tiles = lut[idx].reshape(n_layers, n_heads, th, tw, 3)  # [L, H, th, tw, rgb]
+    cell_h, cell_w = th + gap, tw + gap
+    img = np.full((n_layers * cell_h + gap, n_heads * cell_w + gap, 3), 255, dtype=np.uint8)
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            y0, x0 = gap + layer * cell_h, gap + head * cell_w
+            img[y0 : y0 + th, x0 : x0 + tw] = tiles[layer, head]
+    if selected is not None:
+        layer, head = selected
+        y0, x0 = gap + layer * cell_h, gap + head * cell_w
+        colour = np.array([228, 87, 46], dtype=np.uint8)
+        for d in range(1, min(gap, 3) + 1):
+            img[y0 - d, x0 - d : x0 + tw + d] = colour
+            img[y0 + th + d - 1, x0 - d : x0 + tw + d] = colour
+            img[y0 - d : y0 + th + d, x0 - d] = colour
+            img[y0 - d : y0 + th + d, x0 + tw + d - 1] = colour
+    fig = go.Figure(go.Image(z=img, hoverinfo="skip"))
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=[gap + h * cell_w + tw / 2 for h in range(n_heads)],
+        ticktext=[f"H{h}" for h in range(n_heads)],
+        side="top",
+        showgrid=False,
+    )
+    fig.update_yaxes(
+        tickmode="array",
+        tickvals=[gap + layer * cell_h + th / 2 for layer in range(n_layers)],
+        ticktext=[f"L{layer}" for layer in range(n_layers)],
+        showgrid=False,
+    )
+    return _layout(fig, title, height)
+
+
+def mosaic_cell(x: float, y: float, n_q: int, n_k: int, thumb: int = 48, gap: int = 4):
+    """The (layer, head) under image pixel (x, y) of `mosaic`, or None on a gap."""
+    th, tw = min(thumb, n_q), min(thumb, n_k)
+    layer, ry = divmod(int(y) - gap, th + gap)
+    head, rx = divmod(int(x) - gap, tw + gap)
+    if layer < 0 or head < 0 or ry >= th or rx >= tw:
+        return None
+    return layer, head
+
+
+def bars(
+    values: torch.Tensor | np.ndarray | Sequence[float],
+    labels: Sequence[str],
+    *,
+    title: str = "",
+    value_name: str = "weight",
+    highlight: int | None = None,
+    height: int | None = 280,
+) -> go.Figure:
+    """One bar per token (integer positions, escaped labels)."""
+    v = to_numpy(torch.as_tensor(values)) if not isinstance(values, np.ndarray) else values
+    labels = escape(labels)
+    colours = ["#e4572e" if i == highlight else "#2f6db3" for i in range(len(labels))]
+    fig = go.Figure(
+        go.Bar(
+            x=np.arange(len(labels)),
+            y=v,
+            marker_color=colours,
+            customdata=labels,
+            hovertemplate=f"%{{customdata}}<br>{html.escape(value_name)} %{{y:.4f}}<extra></extra>",
+        )
+    )
+    step = _tick_step(len(labels))
+    fig.update_xaxes(
+        tickmode="array", tickvals=list(range(0, len(labels), step)), ticktext=labels[::step]
+    )
+    fig.update_yaxes(title=dict(text=html.escape(value_name)), gridcolor="#eee")
+    return _layout(fig, title, height)
+
+
+def lines(
+    x: Sequence[float],
+    series: dict[str, Sequence[float]],
+    *,
+    title: str = "",
+    x_title: str = "",
+    y_title: str = "",
+    log_x: bool = False,
+    log_y: bool = False,
+    dashed: Sequence[str] = (),
+    height: int | None = 340,
+) -> go.Figure:
+    """Several named lines over one x axis (sweeps against d_k, for example)."""
+    fig = go.Figure()
+    for name, y in series.items():
+        fig.add_trace(
+            go.Scatter(
+                x=list(x),
+                y=list(map(float, y)),
+                name=html.escape(name),
+                mode="lines+markers",
+                line=dict(dash="dash" if name in dashed else "solid"),
+            )
+        )
+    fig.update_xaxes(
+        title=html.escape(x_title), type="log" if log_x else "linear", gridcolor="#eee"
+    )
+    fig.update_yaxes(
+        title=html.escape(y_title), type="log" if log_y else "linear", gridcolor="#eee"
+    )
+    fig.update_layout(legend=dict(orientation="h", y=-0.25))
+    return _layout(fig, title, height)
+
+
+def gauge(value: float, *, title: str, lo: float = 0.0, hi: float = 1.0, height: int = 200):
+    """A dial for one number (mean max weight, relative entropy)."""
+    fig = go.Figure(
+        go.Indicator(
+            mode="gauge+number",
+            value=value,
+            number=dict(valueformat=".3f"),
+            gauge=dict(axis=dict(range=[lo, hi]), bar=dict(color="#2f6db3")),
+            title=dict(text=html.escape(title), font=dict(size=14)),
+        )
+    )
+    fig.update_layout(margin=dict(l=20, r=20, t=50, b=10), height=height, font=FONT)
+    return fig

@@ -1,0 +1,172 @@
+"""The only streamlit importer in the package: cached engine calls and shared widgets."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attnviz.config import StackConfig
+from attnviz.figures import PLOTLY_CONFIG
+from attnviz.i18n import EXAMPLES, LANGUAGES, translate
+from attnviz.stack import trace_text
+from attnviz.trace import Trace
+
+PAIR_SEP = "|||"
+DEFAULT_TEXT = EXAMPLES["it → animal"]
+
+
+def lang() -> str:
+    return st.session_state.get("lang", "en")
+
+
+def t(key: str, **fmt: object) -> str:
+    return translate(key, lang(), **fmt)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def stack_trace(text: str, config: StackConfig, text_pair: str | None = None) -> Trace:
+    """The toy stack's trace, cached on (text, config, pair) and shared: treat it as read-only."""
+    return trace_text(text, config, text_pair=text_pair)
+
+
+def _apply_example() -> None:
+    choice = st.session_state.get("example")
+    if choice in EXAMPLES:
+        text, _, pair = EXAMPLES[choice].partition(PAIR_SEP)
+        st.session_state["text"] = text
+        st.session_state["pair"] = pair
+    st.session_state["example"] = None
+
+
+def sidebar() -> None:
+    """Language, the sentence and its examples: shared by every page, kept in the URL."""
+    with st.sidebar:
+        st.radio(
+            translate("side.language"),
+            list(LANGUAGES),
+            format_func=LANGUAGES.get,
+            key="lang",
+            horizontal=True,
+            bind="query-params",
+        )
+        st.selectbox(
+            t("side.example"),
+            list(EXAMPLES),
+            index=None,
+            placeholder=t("side.example_pick"),
+            key="example",
+            on_change=_apply_example,
+        )
+        st.text_area(
+            t("side.text"),
+            value=DEFAULT_TEXT,
+            key="text",
+            help=t("side.text_help"),
+            height=100,
+            max_chars=20_000,
+            bind="query-params",
+        )
+        st.text_input(t("side.pair"), key="pair", help=t("side.pair_help"), bind="query-params")
+
+
+def text() -> str:
+    return st.session_state.get("text", DEFAULT_TEXT)
+
+
+def pair() -> str | None:
+    p = st.session_state.get("pair", "")
+    return p if p and p.strip() else None
+
+
+def chart(fig, key: str | None = None, **kwargs) -> object:
+    """st.plotly_chart with the shared modebar config (PNG export at 2x)."""
+    return st.plotly_chart(fig, config=PLOTLY_CONFIG, key=key, **kwargs)
+
+
+def report_trace_notes(trace: Trace) -> None:
+    if trace.truncated:
+        st.warning(t("warn.truncated", n=trace.n_input_tokens, limit=len(trace.tokens)))
+
+
+def _keep_valid(key: str, options: list, default) -> None:
+    # A bound widget whose options changed (d_model moved) must not keep an impossible value.
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = default if default in options else options[len(options) // 2]
+
+
+D_MODELS = [8, 16, 32, 64, 128, 256, 512, 1024]
+
+
+def stack_controls(defaults: dict | None = None) -> StackConfig | None:
+    """The Playground's sliders; only valid combinations are reachable. None (with a message) if
+    the settings still do not fit together."""
+    from attnviz.config import divisors
+
+    d = {"d_model": 64, "heads": 4, "layers": 1, **(defaults or {})}
+    c1, c2, c3, c4, c5 = st.columns(5)
+    with c1:
+        _keep_valid("d_model", D_MODELS, d["d_model"])
+        d_model = st.select_slider(t("pg.d_model"), D_MODELS, key="d_model", bind="query-params")
+    with c3:
+        auto = st.toggle(t("pg.d_head_auto"), value=True, key="dk_auto", bind="query-params")
+        d_head = None
+        if not auto:
+            d_head = st.number_input(
+                t("pg.d_head"), 1, 1024, value=16, step=1, key="d_head", bind="query-params"
+            )
+    with c2:
+        head_options = [h for h in divisors(d_model) if h <= 32] if auto else list(range(1, 33))
+        _keep_valid("heads", head_options, d["heads"])
+        n_heads = st.select_slider(
+            t("pg.heads"), head_options, key="heads", help=t("pg.heads_help"), bind="query-params"
+        )
+    with c4:
+        kv_options = divisors(n_heads)
+        _keep_valid("kv", kv_options, n_heads)
+        n_kv = st.select_slider(t("pg.kv_heads"), kv_options, key="kv", bind="query-params")
+    with c5:
+        n_layers = st.slider(t("pg.layers"), 1, 6, d["layers"], key="layers", bind="query-params")
+    t1, t2, t3, t4, t5, t6 = st.columns(6)
+    use_scale = t1.toggle(
+        t("pg.scale"), value=True, key="scale", help=t("pg.scale_help"), bind="query-params"
+    )
+    causal = t2.toggle(t("pg.causal"), value=False, key="causal", bind="query-params")
+    add_norm = t3.toggle(t("pg.add_norm"), value=False, key="addnorm", bind="query-params")
+    ffn = t4.toggle(t("pg.ffn"), value=False, key="ffn", bind="query-params")
+    positional = t5.selectbox(
+        t("pg.positional"),
+        ["sinusoidal", "none"],
+        format_func=lambda p: t(f"pos.{p}"),
+        key="pos",
+        bind="query-params",
+    )
+    temperature = t6.number_input(
+        t("pg.temperature"), 0.05, 20.0, value=1.0, step=0.25, key="temp", bind="query-params"
+    )
+    try:
+        return StackConfig(
+            d_model=d_model,
+            n_heads=n_heads,
+            d_head=d_head,
+            n_kv_heads=n_kv,
+            n_layers=n_layers,
+            use_scale=use_scale,
+            temperature=float(temperature),
+            causal=causal,
+            positional=positional,
+            add_norm=add_norm,
+            ffn=ffn,
+        )
+    except ValueError as err:
+        st.error(t("err.config", msg=err))
+        return None
+
+
+def run_stack_trace(config: StackConfig) -> Trace | None:
+    """Trace the sidebar's text; a clear message instead of a traceback when the text is bad."""
+    try:
+        trace = stack_trace(text(), config, pair())
+    except ValueError as err:
+        st.info(t("err.empty") if "empty" in str(err) else str(err))
+        return None
+    report_trace_notes(trace)
+    return trace

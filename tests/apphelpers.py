@@ -1,0 +1,53 @@
+"""Helpers for AppTest tests: start the app, read figures back out of the page."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+
+
+def app(page: str | None = None, query: dict | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=90)
+    if query:
+        at.query_params.update(query)
+    at.run()
+    if page:
+        at.switch_page(page).run()
+    return at
+
+
+def specs(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def decode(arr) -> np.ndarray:
+    """A plotly array as numpy: plotly >= 6 sends numpy data as base64 typed arrays."""
+    if isinstance(arr, dict) and "bdata" in arr:
+        out = np.frombuffer(base64.b64decode(arr["bdata"]), dtype=np.dtype(arr["dtype"]))
+        shape = arr.get("shape")
+        if shape:
+            dims = [int(s) for s in str(shape).split(",")] if isinstance(shape, str) else shape
+            out = out.reshape(dims)
+        return out
+    return np.array(arr, dtype=float)
+
+
+def z_of(spec: dict, trace: int = 0) -> np.ndarray:
+    return decode(spec["data"][trace]["z"])
+
+
+def page_text(at: AppTest) -> str:
+    """All markdown, captions, titles and widget labels of the page, for language checks."""
+    parts = []
+    for kind in ("markdown", "caption", "title", "header", "subheader", "info", "warning"):
+        parts += [str(e.value) for e in at.get(kind)]
+    for kind in ("slider", "select_slider", "toggle", "selectbox", "radio", "number_input"):
+        parts += [str(w.label) for w in at.get(kind)]
+    return "\n".join(parts)

@@ -1,0 +1,9 @@
+"""Shared test setup: few torch threads (2-core machine), app paths."""
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+
+torch.set_num_threads(1)

@@ -1,0 +1,65 @@
+"""The Playground page, driven headless through Streamlit's AppTest."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.apphelpers import app, z_of
+from tests.apphelpers import specs as heatmaps
+
+
+def test_playground_loads_with_one_heatmap_per_head() -> None:
+    at = app()
+    assert not at.exception
+    assert len(heatmaps(at)) == 4  # default: 4 heads
+
+
+@pytest.mark.parametrize("h", [1, 2, 8, 16])
+def test_heads_slider_sets_the_number_of_heatmaps(h: int) -> None:
+    at = app()
+    at.select_slider(key="heads").set_value(h).run()
+    assert not at.exception
+    assert len(heatmaps(at)) == h
+
+
+def test_scaling_toggle_changes_the_weights_in_the_figure() -> None:
+    at = app()
+    before = z_of(heatmaps(at)[0])
+    at.toggle(key="scale").set_value(False).run()
+    after = z_of(heatmaps(at)[0])
+    assert before.shape == after.shape
+    assert not np.allclose(before, after)
+    # Unscaled logits are 4x larger at d_k = 16: the rows get sharper.
+    assert np.nanmax(after, axis=-1).mean() > np.nanmax(before, axis=-1).mean()
+
+
+def test_rows_of_the_figure_sum_to_one() -> None:
+    z = z_of(heatmaps(app())[0])
+    np.testing.assert_allclose(z.sum(-1), 1.0, atol=1e-5)
+
+
+def test_impossible_combination_gives_a_message_not_a_traceback() -> None:
+    at = app()
+    at.toggle(key="dk_auto").set_value(False).run()
+    at.select_slider(key="heads").set_value(7).run()  # 7 does not divide 64: fine with d_k set
+    assert not at.exception and len(heatmaps(at)) == 7
+    at.toggle(key="dk_auto").set_value(True).run()  # back to auto: 7 is no longer offered
+    assert not at.exception
+    assert at.select_slider(key="heads").value in (1, 2, 4, 8, 16, 32)
+
+
+@pytest.mark.parametrize("text", ["", "   "])
+def test_empty_text_gives_a_message(text: str) -> None:
+    at = app()
+    at.text_area(key="text").set_value(text).run()
+    assert not at.exception
+    assert len(heatmaps(at)) == 0
+    assert any("empty" in i.value for i in at.info)
+
+
+def test_long_text_is_truncated_with_a_warning() -> None:
+    at = app()
+    at.text_area(key="text").set_value("word " * 600).run()
+    assert not at.exception
+    assert any("600" in w.value for w in at.warning)
