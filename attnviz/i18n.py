@@ -85,8 +85,10 @@ S: dict[str, tuple[str, str]] = {
         "{h} 个头 · d_k = {dk} · 缩放 = {scale:.4f} · {sharing}",
     ),
     "pg.head_title": ("head {h}", "头 {h}"),
-    "pos.sinusoidal": ("sinusoidal", "正弦"),
-    "pos.none": ("none (order-blind)", "无（看不到词序）"),
+    "pg.positional_help": (
+        "none: the stack cannot tell word order (狗咬人 and 人咬狗 get the same vectors, permuted).",
+        "none：模型看不到词序（“狗咬人”和“人咬狗”得到相同的向量，只是顺序不同）。",
+    ),
     # common view words
     "w.weights": ("softmax weights", "softmax 权重"),
     "w.scores": ("raw scores q·k", "原始分数 q·k"),

@@ -15,7 +15,9 @@ DEFAULT_TEXT = EXAMPLES["it → animal"]
 
 
 def lang() -> str:
-    return st.session_state.get("lang", "en")
+    # The radio shows (and puts in the URL) "English" / "中文"; code uses "en" / "zh".
+    label = st.session_state.get("lang", LANGUAGES["en"])
+    return next((code for code, name in LANGUAGES.items() if name == label), "en")
 
 
 def t(key: str, **fmt: object) -> str:
@@ -42,8 +44,7 @@ def sidebar() -> None:
     with st.sidebar:
         st.radio(
             translate("side.language"),
-            list(LANGUAGES),
-            format_func=LANGUAGES.get,
+            list(LANGUAGES.values()),
             key="lang",
             horizontal=True,
             bind="query-params",
@@ -135,8 +136,8 @@ def stack_controls(defaults: dict | None = None) -> StackConfig | None:
     positional = t5.selectbox(
         t("pg.positional"),
         ["sinusoidal", "none"],
-        format_func=lambda p: t(f"pos.{p}"),
         key="pos",
+        help=t("pg.positional_help"),
         bind="query-params",
     )
     temperature = t6.number_input(

@@ -63,3 +63,38 @@ def test_long_text_is_truncated_with_a_warning() -> None:
     at.text_area(key="text").set_value("word " * 600).run()
     assert not at.exception
     assert any("600" in w.value for w in at.warning)
+
+
+def test_language_switch_changes_labels() -> None:
+    at = app()
+    assert at.title[0].value.startswith("Playground")
+    at.radio(key="lang").set_value("中文").run()
+    assert not at.exception
+    assert at.title[0].value.startswith("实验场")
+    assert at.select_slider(key="heads").label == "头数 h"
+
+
+def test_url_parameters_reproduce_the_view() -> None:
+    at = app(query={"heads": "2", "scale": "false", "d_model": "128", "lang": "中文"})
+    assert not at.exception
+    assert at.select_slider(key="heads").value == 2
+    assert at.select_slider(key="d_model").value == 128
+    assert at.toggle(key="scale").value is False
+    assert len(heatmaps(at)) == 2 and at.title[0].value.startswith("实验场")
+
+
+@pytest.mark.parametrize("token", ["<b>x</b>", "<img src=x onerror=alert(1)>"])
+def test_html_in_text_reaches_the_figure_escaped(token: str) -> None:
+    at = app()
+    at.text_area(key="text").set_value(f"look {token} here").run()
+    assert not at.exception
+    spec = heatmaps(at)[0]
+    ticks = spec["layout"]["xaxis"]["ticktext"]
+    assert "&lt;" in "".join(ticks) and "<" not in "".join(ticks)
+    assert "<img" not in json_dump(spec) and "<b>x" not in json_dump(spec)
+
+
+def json_dump(spec: dict) -> str:
+    import json
+
+    return json.dumps(spec, ensure_ascii=False)

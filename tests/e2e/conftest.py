@@ -1,0 +1,159 @@
+"""A real Streamlit server and Debian's Chromium, driven by Playwright (no browser download)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+SHOTS = ROOT / "out" / "screenshots"
+CHROME_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "/e2e/" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def server() -> str:
+    if not Path(CHROMIUM).exists():
+        reason = f"Debian's chromium is not installed at {CHROMIUM} (`make test` installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    port = _free_port()
+    log = open(ROOT / "out" / "e2e-server.log", "w") if (ROOT / "out").is_dir() else None
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app.py"),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.fileWatcherType",
+            "none",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        stdout=log or subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("the Streamlit server did not answer /_stcore/health within 90 s")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+        yield b
+        b.close()
+
+
+class Page:
+    """One browser tab on the app, with waits that know Streamlit."""
+
+    def __init__(self, browser, url: str, width: int = 1280, height: int = 800) -> None:
+        self.url = url
+        self.page = browser.new_page(viewport={"width": width, "height": height})
+        self.size = f"{width}x{height}"
+
+    def open(self, path: str = "") -> Page:
+        self.page.goto(f"{self.url}/{path}")
+        return self.settle()
+
+    def settle(self, timeout: float = 90) -> Page:
+        # Streamlit marks the app "running" while a script runs; wait until it is done, twice in a
+        # row, so a rerun that starts right after one ends is waited for too.
+        app = self.page.locator('[data-testid="stApp"]')
+        app.wait_for(timeout=timeout * 1000)
+        deadline = time.time() + timeout
+        calm = 0
+        while time.time() < deadline and calm < 3:
+            state = app.get_attribute("data-test-script-state")
+            calm = calm + 1 if state == "notRunning" else 0
+            time.sleep(0.3)
+        assert calm >= 3, "the app kept running past the timeout"
+        self.assert_no_error()
+        return self
+
+    def assert_no_error(self) -> None:
+        errors = self.page.locator('[data-testid="stException"]')
+        assert errors.count() == 0, errors.first.inner_text()
+
+    def count(self, selector: str) -> int:
+        return self.page.locator(selector).count()
+
+    def wait_count(self, selector: str, n: int, timeout: float = 30) -> int:
+        """Poll until `selector` matches n elements (charts draw after the script ends)."""
+        deadline = time.time() + timeout
+        while (found := self.count(selector)) != n and time.time() < deadline:
+            time.sleep(0.25)
+        return found
+
+    def shot(self, name: str) -> Path:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        path = SHOTS / f"{name}-{self.size}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def close(self) -> None:
+        self.page.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    p = Page(browser, server)
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def big_page(browser, server):
+    p = Page(browser, server, 1920, 1080)
+    yield p
+    p.close()
