@@ -47,41 +47,42 @@ def server() -> str:
             pytest.fail(reason)
         pytest.skip(reason)
     port = _free_port()
-    log = open(ROOT / "out" / "e2e-server.log", "w") if (ROOT / "out").is_dir() else None
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(ROOT / "app.py"),
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.fileWatcherType",
-            "none",
-            "--browser.gatherUsageStats",
-            "false",
-        ],
-        cwd=ROOT,
-        stdout=log or subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("the Streamlit server did not answer /_stcore/health within 90 s")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
+    (ROOT / "out").mkdir(exist_ok=True)
+    with open(ROOT / "out" / "e2e-server.log", "w") as log:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                str(ROOT / "app.py"),
+                "--server.headless",
+                "true",
+                "--server.port",
+                str(port),
+                "--server.fileWatcherType",
+                "none",
+                "--browser.gatherUsageStats",
+                "false",
+            ],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            proc.kill()
+            pytest.fail("the Streamlit server did not answer /_stcore/health within 90 s")
+        yield url
+        proc.terminate()
+        proc.wait(timeout=20)
 
 
 @pytest.fixture(scope="session")
