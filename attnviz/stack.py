@@ -47,6 +47,26 @@ def build_weights(config: StackConfig) -> list[LayerWeights]:
     Entries are N(0, 1/fan_in) so a unit-variance input gives unit-variance q and k components, and
     Var(q·k) ≈ d_head, the fact behind the sqrt(d_k) scale.
     """
+    return list(_cached_weights(_weights_key(config)))
+
+
+def _weights_key(config: StackConfig) -> StackConfig:
+    # Scale, mask, positional encoding and Add & Norm do not change the weights: one cache entry.
+    return StackConfig(
+        d_model=config.d_model,
+        n_heads=config.n_heads,
+        d_head=config.head_dim,
+        n_kv_heads=config.kv_heads,
+        n_layers=config.n_layers,
+        ffn=config.ffn,
+        d_ff=config.ff_dim,
+        share_weights=config.share_weights,
+        seed=config.seed,
+    )
+
+
+@lru_cache(maxsize=16)
+def _cached_weights(config: StackConfig) -> tuple[LayerWeights, ...]:
     d, h, kv, dh = config.d_model, config.n_heads, config.kv_heads, config.head_dim
     n_distinct = 1 if config.share_weights else config.n_layers
     layers = []
@@ -66,7 +86,7 @@ def build_weights(config: StackConfig) -> list[LayerWeights]:
                 w_2=w_2,
             )
         )
-    return layers * config.n_layers if config.share_weights else layers
+    return tuple(layers * config.n_layers if config.share_weights else layers)
 
 
 @lru_cache(maxsize=8192)
