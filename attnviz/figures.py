@@ -60,6 +60,8 @@ def heatmap(
     x_title: str = "key",
     y_title: str = "query",
     show_scale: bool = True,
+    show_y_labels: bool = True,
+    max_ticks: int = 48,
 ) -> go.Figure:
     """A query x key matrix with tokens on both axes (integer positions, so repeats stay apart).
 
@@ -81,7 +83,7 @@ def heatmap(
         zmin=zmin,
         zmax=zmax,
         showscale=show_scale,
-        colorbar=dict(thickness=12, title=dict(text=html.escape(value_name), side="right")),
+        colorbar=dict(thickness=10, xpad=4),
         xgap=1 if n_k <= 40 else 0,
         ygap=1 if n_q <= 40 else 0,
     )
@@ -104,12 +106,12 @@ def heatmap(
         trace.texttemplate = "%{text}"
         trace.textfont = dict(size=11)
     fig = go.Figure(trace)
-    sx, sy = _tick_step(n_k), _tick_step(n_q)
+    sx, sy = _tick_step(n_k, max_ticks), _tick_step(n_q, max_ticks)
     fig.update_xaxes(
         tickmode="array",
         tickvals=list(range(0, n_k, sx)),
         ticktext=xs[::sx],
-        tickangle=-60 if n_k > 8 else 0,
+        tickangle=-90 if n_k > 6 else 0,
         side="bottom",
         title=dict(text=x_title, font=dict(size=12)),
         showgrid=False,
@@ -118,8 +120,9 @@ def heatmap(
         tickmode="array",
         tickvals=list(range(0, n_q, sy)),
         ticktext=ys[::sy],
+        showticklabels=show_y_labels,
         autorange="reversed",
-        title=dict(text=y_title, font=dict(size=12)),
+        title=dict(text=y_title if show_y_labels else "", font=dict(size=12)),
         showgrid=False,
     )
     if highlight_row is not None and 0 <= highlight_row < n_q:
@@ -181,12 +184,15 @@ def mosaic(
     and, unless `shared_scale`, scaled to its own maximum so faint heads still show their pattern.
     """
     n_layers, n_heads, n_q, n_k = weights.shape
-    th, tw = min(thumb, n_q), min(thumb, n_k)
     flat = weights.reshape(n_layers * n_heads, 1, n_q, n_k).float()  # [L*H, 1, q, k]
-    pooled = torch.nn.functional.adaptive_avg_pool2d(flat, (th, tw))[:, 0]  # [L*H, th, tw]
+    th, tw = _thumb_size(n_q, n_k, thumb)
+    # Long inputs are average-pooled down; short ones are blown up with nearest (crisp cells).
+    if th >= n_q and tw >= n_k:
+        pooled = flat.repeat_interleave(th // n_q, 2).repeat_interleave(tw // n_k, 3)[:, 0]
+    else:
+        pooled = torch.nn.functional.adaptive_avg_pool2d(flat, (th, tw))[:, 0]  # [L*H, th, tw]
     if shared_scale:
-        top = pooled.amax().clamp_min(1e-12)
-        norm = pooled / top
+        norm = pooled / pooled.amax().clamp_min(1e-12)
     else:
         norm = pooled / pooled.amax(dim=(1, 2), keepdim=True).clamp_min(1e-12)
     lut = _colour_lut(WEIGHTS_SCALE)
@@ -202,7 +208,7 @@ def mosaic(
         layer, head = selected
         y0, x0 = gap + layer * cell_h, gap + head * cell_w
         colour = np.array([228, 87, 46], dtype=np.uint8)
-        for d in range(1, min(gap, 3) + 1):
+        for d in range(1, min(gap, 2) + 1):
             img[y0 - d, x0 - d : x0 + tw + d] = colour
             img[y0 + th + d - 1, x0 - d : x0 + tw + d] = colour
             img[y0 - d : y0 + th + d, x0 - d] = colour
@@ -212,7 +218,7 @@ def mosaic(
         tickmode="array",
         tickvals=[gap + h * cell_w + tw / 2 for h in range(n_heads)],
         ticktext=[f"H{h}" for h in range(n_heads)],
-        side="top",
+        side="bottom",
         showgrid=False,
     )
     fig.update_yaxes(
@@ -221,12 +227,22 @@ def mosaic(
         ticktext=[f"L{layer}" for layer in range(n_layers)],
         showgrid=False,
     )
+    if height is None:
+        # Keep thumbnails near their pixel size: no tall empty band around a one-layer mosaic.
+        height = min(900, max(180, int(img.shape[0] * 1.6) + 70))
     return _layout(fig, title, height)
+
+
+def _thumb_size(n_q: int, n_k: int, thumb: int) -> tuple[int, int]:
+    def side(n: int) -> int:
+        return n * max(1, thumb // n) if n <= thumb else thumb
+
+    return side(n_q), side(n_k)
 
 
 def mosaic_cell(x: float, y: float, n_q: int, n_k: int, thumb: int = 48, gap: int = 4):
     """The (layer, head) under image pixel (x, y) of `mosaic`, or None on a gap."""
-    th, tw = min(thumb, n_q), min(thumb, n_k)
+    th, tw = _thumb_size(n_q, n_k, thumb)
     layer, ry = divmod(int(y) - gap, th + gap)
     head, rx = divmod(int(x) - gap, tw + gap)
     if layer < 0 or head < 0 or ry >= th or rx >= tw:

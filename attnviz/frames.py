@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnviz.trace import HEAD_STATS, Trace, head_stats
+from attnviz.trace import Trace, head_stats
 
 
 def to_numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -36,12 +36,17 @@ def numbered(tokens: list[str]) -> list[str]:
 def head_stats_frame(trace: Trace) -> pd.DataFrame:
     """One row per (layer, head) with every statistic of attnviz.trace.head_stats."""
     stats = head_stats(trace)
+    # Share of weight on each kind of special token ([CLS], [SEP]...), averaged over queries.
+    w = trace.weights()  # [layer, head, q, k]
+    for name, positions in sorted(trace.special.items()):
+        if name != "[PAD]" and positions:
+            stats[f"on {name}"] = w[..., positions].sum(-1).mean(-1)  # [layer, head]
     n_layers, n_heads = stats["entropy"].shape
     rows = []
     for layer in range(n_layers):
         for head in range(n_heads):
             row: dict[str, Any] = {"layer": layer, "head": head}
-            row.update({name: float(stats[name][layer, head]) for name in HEAD_STATS})
+            row.update({name: float(value[layer, head]) for name, value in stats.items()})
             rows.append(row)
     return pd.DataFrame(rows)
 

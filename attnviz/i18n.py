@@ -50,11 +50,11 @@ S: dict[str, tuple[str, str]] = {
         "文本有 {n} 个词元，只显示前 {limit} 个。",
     ),
     # playground controls
-    "pg.title": ("Playground: a configurable attention stack", "实验场：可配置的注意力模型"),
+    "pg.title": ("Playground", "实验场"),
     "pg.intro": (
-        "A small multi-head attention stack with random (seeded) weights. Change the number of heads, "
+        "A configurable multi-head attention stack with random (seeded) weights. Change the number of heads, "
         "the head size d_k or the scaling and watch every head's softmax weights change.",
-        "一个权重随机（固定种子）的小型多头注意力模型。改变头数、每头维度 d_k 或缩放，"
+        "一个可配置、权重随机（固定种子）的多头注意力模型。改变头数、每头维度 d_k 或缩放，"
         "观察每个头的 softmax 权重如何变化。",
     ),
     "pg.d_model": ("d_model", "d_model"),
@@ -89,6 +89,65 @@ S: dict[str, tuple[str, str]] = {
         "none: the stack cannot tell word order (狗咬人 and 人咬狗 get the same vectors, permuted).",
         "none：模型看不到词序（“狗咬人”和“人咬狗”得到相同的向量，只是顺序不同）。",
     ),
+    # explorer views
+    "ex.view": ("View", "视图"),
+    "ex.view.heads": ("All heads", "所有头"),
+    "ex.view.overview": ("Overview", "总览"),
+    "ex.view.detail": ("Head detail", "单头详情"),
+    "ex.view.query": ("One query, in numbers", "单个查询的数值"),
+    "ex.view.outputs": ("Outputs", "输出"),
+    "ex.view.stats": ("Head statistics", "头统计"),
+    "ex.head": ("Head", "头"),
+    "ex.query": ("Query token", "查询词元"),
+    "ex.shared_scale": ("One colour scale for all heads", "所有头共用一个色标"),
+    "ex.shared_help": (
+        "On: colours compare across heads. Off: each head uses its own range, so faint patterns show.",
+        "开：颜色可在头之间比较。关：每个头用自己的范围，弱模式也能看清。",
+    ),
+    "ex.overview_title": ("Every layer × head (softmax weights)", "所有层 × 头（softmax 权重）"),
+    "ex.overview_help": (
+        "Rows are layers, columns heads; each thumbnail is one head's query × key weights. "
+        "Pick a layer and head above to see it in full below.",
+        "行是层，列是头；每个缩略图是一个头的查询 × 键权重。在上方选择层和头，下方显示完整矩阵。",
+    ),
+    "ex.detail_help": (
+        "Left: raw q·k. Middle: what softmax sees, q·k × scale with masked cells blank (−∞). "
+        "Right: the softmax weights; each row sums to 1.",
+        "左：原始 q·k。中：softmax 的输入，q·k × 缩放，被掩码的格子为空（−∞）。右：softmax 权重，每行和为 1。",
+    ),
+    "ex.query_formula": (
+        "weight(key j) = exp(q·k_j × {scale:.4g} − max) / Σ exp(…)  — subtracting the max changes nothing but avoids overflow.",
+        "权重(键 j) = exp(q·k_j × {scale:.4g} − max) / Σ exp(…)  —— 减去最大值不改变结果，只是避免溢出。",
+    ),
+    "ex.query_bars": ("Where “{token}” looks", "“{token}” 关注哪里"),
+    "ex.q_vector": ("q, the query vector", "查询向量 q"),
+    "ex.qk_products": (
+        "q_i × k_i for every key (row sum = q·k)",
+        "每个键的 q_i × k_i（行和 = q·k）",
+    ),
+    "ex.qk_help": (
+        "Each row is one key: the products of its components with the query's; their sum is the score. This head reads key/value head {kv}.",
+        "每一行是一个键：它与查询各分量的乘积，求和就是分数。这个头使用第 {kv} 个键/值头。",
+    ),
+    "ex.z_title": ("z of head {h} = weights @ V", "头 {h} 的 z = 权重 @ V"),
+    "ex.output_title": ("Block output: concat(z) @ W_O", "模块输出：concat(z) @ W_O"),
+    "ex.outputs_help": (
+        "z is each head's weighted average of value vectors; the heads are concatenated and W_O mixes them back to d_model.",
+        "z 是每个头对值向量的加权平均；各头拼接后由 W_O 混合回 d_model 维。",
+    ),
+    "ex.stats_help": (
+        "Per head, averaged over queries: entropy (nats; rel = 1 is uniform), max weight, mean distance |i − j|, and the share of weight on itself, the previous token, the first token and special tokens. Click a column to sort.",
+        "每个头在所有查询上的平均：熵（nats；rel = 1 为均匀）、最大权重、平均距离 |i − j|，以及落在自身、前一个词元、第一个词元和特殊词元上的权重。点击列名排序。",
+    ),
+    "ex.gauge_max": ("mean max weight", "平均最大权重"),
+    "ex.gauge_entropy": ("entropy / uniform", "熵 / 均匀分布的熵"),
+    "ex.gauge_help": (
+        "With {n} keys a uniform row has max weight {uniform:.3f} and relative entropy 1; a saturated softmax has max weight near 1 and entropy near 0.",
+        "有 {n} 个键时，均匀分布的最大权重为 {uniform:.3f}、相对熵为 1；饱和的 softmax 最大权重接近 1、熵接近 0。",
+    ),
+    "ex.csv_matrix": ("Download this matrix (CSV)", "下载此矩阵（CSV）"),
+    "ex.csv_stats": ("Download the table (CSV)", "下载此表（CSV）"),
+    "ex.json_trace": ("Download the whole trace (JSON)", "下载完整追踪（JSON）"),
     # common view words
     "w.weights": ("softmax weights", "softmax 权重"),
     "w.scores": ("raw scores q·k", "原始分数 q·k"),

@@ -27,6 +27,11 @@ def specs(at: AppTest) -> list[dict]:
     return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
 
 
+def heatmap_specs(at: AppTest) -> list[dict]:
+    """Only the charts that are heatmaps (gauges and bars are charts too)."""
+    return [s for s in specs(at) if s["data"] and s["data"][0].get("type") == "heatmap"]
+
+
 def decode(arr) -> np.ndarray:
     """A plotly array as numpy: plotly >= 6 sends numpy data as base64 typed arrays."""
     if isinstance(arr, dict) and "bdata" in arr:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tests.apphelpers import app, z_of
-from tests.apphelpers import specs as heatmaps
+from tests.apphelpers import heatmap_specs as heatmaps
 
 
 def test_playground_loads_with_one_heatmap_per_head() -> None:

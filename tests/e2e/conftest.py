@@ -139,7 +139,17 @@ class Page:
     def shot(self, name: str) -> Path:
         SHOTS.mkdir(parents=True, exist_ok=True)
         path = SHOTS / f"{name}-{self.size}.png"
-        self.page.screenshot(path=str(path), full_page=True)
+        # Streamlit scrolls inside its main container, so a "full page" shot would stop at the
+        # viewport: grow the viewport to the content's height, shoot, and restore it.
+        size = self.page.viewport_size
+        tall = self.page.evaluate(
+            "() => Math.max(...[...document.querySelectorAll('[data-testid=stMain], "
+            "[data-testid=stAppViewContainer]')].map(e => e.scrollHeight), window.innerHeight)"
+        )
+        self.page.set_viewport_size({"width": size["width"], "height": min(int(tall), 6000)})
+        time.sleep(0.8)
+        self.page.screenshot(path=str(path))
+        self.page.set_viewport_size(size)
         return path
 
     def close(self) -> None:

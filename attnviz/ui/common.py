@@ -78,6 +78,29 @@ def pair() -> str | None:
     return p if p and p.strip() else None
 
 
+def url_seed(key: str, options: list, default) -> None:
+    """Start a widget from the URL (?key=value) on its first run, by option value, not label.
+
+    For widgets whose labels are translated: streamlit's bind="query-params" would put the
+    translated label in the URL, so a link would change with the language.
+    """
+    if key in st.session_state:
+        return
+    raw = st.query_params.get(key)
+    by_text = {str(o): o for o in options}
+    st.session_state[key] = by_text.get(raw, default)
+
+
+def url_sync(key: str, default) -> None:
+    """Write the widget's value to the URL, or drop it when it is the default."""
+    value = st.session_state.get(key)
+    if value is None or value == default:
+        if key in st.query_params:
+            del st.query_params[key]
+    elif st.query_params.get(key) != str(value):
+        st.query_params[key] = str(value)
+
+
 def chart(fig, key: str | None = None, **kwargs) -> object:
     """st.plotly_chart with the shared modebar config (PNG export at 2x)."""
     return st.plotly_chart(fig, config=PLOTLY_CONFIG, key=key, **kwargs)

@@ -1,0 +1,339 @@
+"""The views the Playground and BERT pages share: overview, head detail, one query in numbers,
+outputs, head statistics. Each view is a fragment: picking a head reruns only that part."""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+import torch
+
+from attnviz import figures, frames
+from attnviz.trace import Trace, mean_entropy, mean_max_weight
+from attnviz.ui.common import chart, t, url_seed, url_sync
+
+VIEWS = ("heads", "overview", "detail", "query", "outputs", "stats")
+
+
+def pick_view(default: str, views: tuple[str, ...] = VIEWS) -> str:
+    url_seed("view", list(views), default)
+    view = st.segmented_control(
+        t("ex.view"), views, format_func=lambda v: t(f"ex.view.{v}"), key="view"
+    )
+    url_sync("view", default)
+    return view or default
+
+
+def _int_in_range(key: str, hi: int) -> None:
+    if not isinstance(st.session_state.get(key), int) or not 0 <= st.session_state[key] < hi:
+        st.session_state[key] = 0
+
+
+def pick_layer(trace: Trace) -> int:
+    if trace.n_layers == 1:
+        return 0
+    _int_in_range("layer", trace.n_layers)
+    return st.slider(t("pg.layer"), 0, trace.n_layers - 1, key="layer", bind="query-params")
+
+
+def pick_head(trace: Trace) -> int:
+    if trace.n_heads == 1:
+        return 0
+    _int_in_range("head", trace.n_heads)
+    return st.slider(t("ex.head"), 0, trace.n_heads - 1, key="head", bind="query-params")
+
+
+def pick_query(trace: Trace) -> int:
+    n = len(trace.tokens)
+    url_seed("query", list(range(n)), 0)
+    _int_in_range("query", n)
+    query = st.selectbox(
+        t("ex.query"), range(n), format_func=lambda i: f"{i}: {trace.tokens[i]}", key="query"
+    )
+    url_sync("query", 0)
+    return query
+
+
+def saturation(trace: Trace, layer: int) -> None:
+    """Two dials that move when scaling, temperature or d_k change."""
+    w = trace.layers[layer].weights  # [head, q, k]
+    n_k = w.shape[-1]
+    c1, c2 = st.columns(2)
+    with c1:
+        chart(figures.gauge(mean_max_weight(w), title=t("ex.gauge_max")), key="gauge_max")
+    with c2:
+        rel = mean_entropy(w) / max(torch.log(torch.tensor(float(n_k))).item(), 1e-9)
+        chart(figures.gauge(rel, title=t("ex.gauge_entropy")), key="gauge_entropy")
+    st.caption(t("ex.gauge_help", n=n_k, uniform=1 / n_k))
+
+
+def heads_grid(trace: Trace, layer: int) -> None:
+    """One softmax-weights heatmap per head of one layer."""
+    lt = trace.layers[layer]
+    per_row = min(lt.n_heads, 3)
+    cols = st.columns(per_row)
+    for h in range(lt.n_heads):
+        fig = figures.heatmap(
+            lt.weights[h],
+            trace.key_tokens,
+            trace.tokens,
+            title=t("pg.head_title", h=h),
+            value_name=t("w.weights"),
+            zmin=0.0,
+            zmax=1.0,
+            height=380,
+            show_scale=h % per_row == per_row - 1,
+            x_title=t("w.key"),
+            y_title=t("w.query"),
+        )
+        with cols[h % per_row]:
+            chart(fig, key=f"head_{h}")
+
+
+@st.fragment
+def overview(trace: Trace) -> None:
+    """Every layer x head in one image; pick one to drill in."""
+    shared = st.toggle(t("ex.shared_scale"), key="mosaic_shared", help=t("ex.shared_help"))
+    c1, c2 = st.columns(2)
+    with c1:
+        layer = pick_layer(trace)
+    with c2:
+        head = pick_head(trace)
+    fig = figures.mosaic(
+        trace.weights(), shared_scale=shared, selected=(layer, head), title=t("ex.overview_title")
+    )
+    chart(fig, key="mosaic")
+    st.caption(t("ex.overview_help"))
+    _head_triplet(trace, layer, head, shared=False)
+
+
+def _head_triplet(trace: Trace, layer: int, head: int, shared: bool) -> None:
+    lt = trace.layers[layer]
+    logits = lt.logits()  # [head, q, k]
+    finite = logits[torch.isfinite(logits)]
+    bound_scores = float(lt.scores.abs().max()) if shared else None
+    bound_logits = float(finite.abs().max()) if shared and finite.numel() else None
+    common = dict(height=420, x_title=t("w.key"), y_title=t("w.query"))
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        fig = figures.heatmap(
+            lt.scores[head],
+            trace.key_tokens,
+            trace.tokens,
+            title=t("w.scores"),
+            value_name="q·k",
+            signed=True,
+            zmin=None if bound_scores is None else -bound_scores,
+            zmax=bound_scores,
+            **common,
+        )
+        chart(fig, key="detail_scores")
+    with c2:
+        fig = figures.heatmap(
+            logits[head],
+            trace.key_tokens,
+            trace.tokens,
+            title=t("w.logits") + f" · × {lt.scale:.4g}",
+            value_name="logit",
+            signed=True,
+            zmin=None if bound_logits is None else -bound_logits,
+            zmax=bound_logits,
+            show_y_labels=False,
+            **common,
+        )
+        chart(fig, key="detail_logits")
+    with c3:
+        fig = figures.heatmap(
+            lt.weights[head],
+            trace.key_tokens,
+            trace.tokens,
+            title=t("w.weights"),
+            value_name=t("w.weights"),
+            zmin=0.0,
+            zmax=1.0 if shared else None,
+            show_y_labels=False,
+            **common,
+        )
+        chart(fig, key="detail_weights")
+    csv = frames.matrix_frame(lt.weights[head], trace.tokens, trace.key_tokens).to_csv()
+    st.download_button(
+        t("ex.csv_matrix"),
+        csv,
+        file_name=f"weights_L{layer}_H{head}.csv",
+        mime="text/csv",
+        on_click="ignore",
+        key="csv_matrix",
+    )
+
+
+@st.fragment
+def detail(trace: Trace) -> None:
+    """Raw scores, the logits softmax sees, and the weights of one head, side by side."""
+    c1, c2, c3 = st.columns([2, 2, 2])
+    with c1:
+        layer = pick_layer(trace)
+    with c2:
+        head = pick_head(trace)
+    with c3:
+        shared = st.toggle(t("ex.shared_scale"), key="shared", help=t("ex.shared_help"))
+    st.caption(t("ex.detail_help"))
+    _head_triplet(trace, layer, head, shared)
+
+
+@st.fragment
+def one_query(trace: Trace) -> None:
+    """One query against every key: q·k, × scale, exp, softmax, as numbers and a bar chart."""
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        layer = pick_layer(trace)
+    with c2:
+        head = pick_head(trace)
+    with c3:
+        query = pick_query(trace)
+    lt = trace.layers[layer]
+    table = frames.query_frame(trace, layer, head, query)
+    st.markdown(t("ex.query_formula", scale=lt.scale))
+    st.dataframe(
+        table.drop(columns=["weight (trace)"]),
+        hide_index=True,
+        width="stretch",
+        column_config={c: st.column_config.NumberColumn(format="%.4f") for c in table.columns[1:5]},
+        key="query_table",
+    )
+    chart(
+        figures.bars(
+            lt.weights[head, query],
+            trace.key_tokens,
+            title=t("ex.query_bars", token=trace.tokens[query]),
+            highlight=query if not trace.is_cross else None,
+        ),
+        key="query_bars",
+    )
+    kv = head // (lt.n_heads // lt.n_kv_heads)
+    q = lt.q[head, query]  # [d_head]
+    k = lt.k[kv]  # [k, d_head]
+    dims = [str(i) for i in range(q.shape[0])]
+    c1, c2 = st.columns([1, 2])
+    with c1:
+        fig = figures.heatmap(
+            q.unsqueeze(0),
+            dims,
+            [trace.tokens[query]],
+            title=t("ex.q_vector"),
+            value_name="q",
+            signed=True,
+            height=200,
+            max_ticks=8,
+            x_title="dim",
+            y_title=t("w.query"),
+        )
+        chart(fig, key="q_vector")
+    with c2:
+        fig = figures.heatmap(
+            k * q,  # [k, d_head]: each row sums to that key's q·k
+            dims,
+            trace.key_tokens,
+            title=t("ex.qk_products"),
+            value_name="q_i·k_i",
+            signed=True,
+            height=max(260, 22 * k.shape[0]),
+            max_ticks=16,
+            x_title="dim",
+            y_title=t("w.key"),
+        )
+        chart(fig, key="qk_products")
+    st.caption(t("ex.qk_help", kv=kv))
+
+
+@st.fragment
+def outputs(trace: Trace) -> None:
+    """Per-head z and the block's output after W_O."""
+    c1, c2 = st.columns(2)
+    with c1:
+        layer = pick_layer(trace)
+    with c2:
+        head = pick_head(trace)
+    lt = trace.layers[layer]
+    c1, c2 = st.columns(2)
+    with c1:
+        fig = figures.heatmap(
+            lt.z[head],
+            [str(i) for i in range(lt.z.shape[-1])],
+            trace.tokens,
+            title=t("ex.z_title", h=head),
+            value_name="z",
+            signed=True,
+            height=420,
+            max_ticks=16,
+            x_title="dim",
+            y_title=t("w.query"),
+        )
+        chart(fig, key="z")
+    with c2:
+        fig = figures.heatmap(
+            lt.output,
+            [str(i) for i in range(lt.output.shape[-1])],
+            trace.tokens,
+            title=t("ex.output_title"),
+            value_name="output",
+            signed=True,
+            height=420,
+            max_ticks=16,
+            x_title="dim",
+            y_title=t("w.query"),
+        )
+        chart(fig, key="output")
+    st.caption(t("ex.outputs_help"))
+
+
+def stats(trace: Trace) -> None:
+    """A sortable table of every head, with CSV download."""
+    table = frames.head_stats_frame(trace)
+    st.caption(t("ex.stats_help"))
+    st.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        column_config={c: st.column_config.NumberColumn(format="%.3f") for c in table.columns[2:]},
+        key="stats_table",
+    )
+    st.download_button(
+        t("ex.csv_stats"),
+        table.to_csv(index=False),
+        file_name="head_stats.csv",
+        mime="text/csv",
+        on_click="ignore",
+        key="csv_stats",
+    )
+
+
+def export_json(trace: Trace) -> None:
+    st.download_button(
+        t("ex.json_trace"),
+        lambda: json.dumps(frames.trace_to_dict(trace), ensure_ascii=False),
+        file_name="attnviz_trace.json",
+        mime="application/json",
+        on_click="ignore",
+        key="json_trace",
+    )
+
+
+def explorer(trace: Trace, default_view: str = "overview", views: tuple[str, ...] = VIEWS) -> str:
+    """The view picker and the chosen view. Returns the view shown."""
+    view = pick_view(default_view, views)
+    if view == "heads":
+        layer = pick_layer(trace)
+        saturation(trace, layer)
+        heads_grid(trace, layer)
+    elif view == "overview":
+        overview(trace)
+    elif view == "detail":
+        detail(trace)
+    elif view == "query":
+        one_query(trace)
+    elif view == "outputs":
+        outputs(trace)
+    elif view == "stats":
+        stats(trace)
+    export_json(trace)
+    return view
