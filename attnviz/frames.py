@@ -36,6 +36,8 @@ def numbered(tokens: list[str]) -> list[str]:
 def head_stats_frame(trace: Trace) -> pd.DataFrame:
     """One row per (layer, head) with every statistic of attnviz.trace.head_stats."""
     stats = head_stats(trace)
+    if not any(trace.special.values()):
+        del stats["special"]  # always 0 without [CLS] / [SEP] / [PAD]
     # Share of weight on each kind of special token ([CLS], [SEP]...), averaged over queries.
     w = trace.weights()  # [layer, head, q, k]
     for name, positions in sorted(trace.special.items()):

@@ -129,10 +129,13 @@ class Page:
     def count(self, selector: str) -> int:
         return self.page.locator(selector).count()
 
-    def wait_count(self, selector: str, n: int, timeout: float = 30) -> int:
+    def wait_count(self, selector: str, n: int, timeout: float = 30, at_least: bool = False) -> int:
         """Poll until `selector` matches n elements (charts draw after the script ends)."""
         deadline = time.time() + timeout
-        while (found := self.count(selector)) != n and time.time() < deadline:
+        while time.time() < deadline:
+            found = self.count(selector)
+            if found == n or (at_least and found >= n):
+                break
             time.sleep(0.25)
         return found
 

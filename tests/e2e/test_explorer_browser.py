@@ -1,0 +1,34 @@
+"""The explorer views in a real browser, at a laptop and a projector size."""
+
+from __future__ import annotations
+
+import pytest
+
+HEATMAPS = '[data-testid="stPlotlyChart"] .heatmaplayer'
+
+
+def test_overview_pick_a_head_and_drill_in(page) -> None:
+    page.open("?view=overview")
+    assert page.wait_count(HEATMAPS, 3) == 3  # the chosen head's scores, logits, weights
+    before = page.page.locator('[data-testid="stPlotlyChart"]').nth(1).inner_html()
+    head = page.page.locator('input[type="range"][aria-label="Head"]')
+    head.focus()
+    head.press("ArrowRight")
+    page.settle()
+    assert "head=1" in page.page.url
+    after = page.page.locator('[data-testid="stPlotlyChart"]').nth(1).inner_html()
+    assert before != after  # the drill-in redrew for the new head
+    page.shot("overview")
+
+
+@pytest.mark.parametrize("view", ["heads", "overview", "detail", "query", "outputs", "stats"])
+@pytest.mark.parametrize("size", ["page", "big_page"])
+def test_every_view_at_two_sizes(view: str, size: str, request) -> None:
+    p = request.getfixturevalue(size)
+    p.open(f"?view={view}&head=1&query=7&causal=true")
+    expected = {"heads": 4, "overview": 3, "detail": 3, "query": 2, "outputs": 2}
+    if view == "stats":
+        assert p.wait_count('[data-testid="stDataFrame"]', 1) == 1
+    else:
+        assert p.wait_count(HEATMAPS, expected[view]) == expected[view]
+    p.shot(f"view-{view}")
