@@ -4,10 +4,16 @@ import streamlit as st
 
 from attnviz import ui
 
-st.set_page_config(page_title="attnviz", page_icon="🔍", layout="wide")
+st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
 ui.sidebar()
 
 pages = [
-    st.Page("pages/playground.py", title=ui.t("nav.playground"), icon="🎛️", default=True),
+    st.Page(
+        "app_pages/playground.py",
+        title=ui.t("nav.playground"),
+        icon=":material/tune:",
+        default=True,
+    ),
+    st.Page("app_pages/step_by_step.py", title=ui.t("nav.steps"), icon=":material/footprint:"),
 ]
 st.navigation(pages).run()

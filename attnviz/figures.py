@@ -34,7 +34,7 @@ def _tick_step(n: int, room: int = 48) -> int:
 
 def _layout(fig: go.Figure, title: str, height: int | None) -> go.Figure:
     fig.update_layout(
-        title=dict(text=html.escape(title), x=0, xanchor="left", font=dict(size=15)),
+        title=dict(text=html.escape(title, quote=False), x=0, xanchor="left", font=dict(size=15)),
         margin=dict(l=10, r=10, t=40 if title else 10, b=10),
         font=FONT,
         height=height,

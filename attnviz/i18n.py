@@ -148,6 +148,56 @@ S: dict[str, tuple[str, str]] = {
     "ex.csv_matrix": ("Download this matrix (CSV)", "下载此矩阵（CSV）"),
     "ex.csv_stats": ("Download the table (CSV)", "下载此表（CSV）"),
     "ex.json_trace": ("Download the whole trace (JSON)", "下载完整追踪（JSON）"),
+    # step by step
+    "st.title": ("Step by step: attention in four steps", "逐步计算：注意力的四个步骤"),
+    "st.intro": (
+        "One attention head on a tiny example, every number shown. Each token's vector x (an embedding plus its position) is multiplied by three weight matrices to get its query q, key k and value v. Then: (1) every query is compared with every key by a dot product, (2) the scores are divided by √d_k, (3) softmax turns each row into weights that sum to 1, (4) each output is the weighted average of the values.",
+        "在一个很小的例子上演示一个注意力头，显示每一个数。每个词元的向量 x（词嵌入加位置编码）分别乘以三个权重矩阵，得到查询 q、键 k 和值 v。然后：(1) 每个查询与每个键做点积，(2) 分数除以 √d_k，(3) softmax 把每一行变成和为 1 的权重，(4) 每个输出是值向量的加权平均。",
+    ),
+    "st.own_text": (
+        "Use the sidebar sentence instead of 我爱水课",
+        "使用侧边栏的句子代替“我爱水课”",
+    ),
+    "st.d_k": ("d_k (= d_model here)", "d_k（这里等于 d_model）"),
+    "st.query": ("Follow the query", "跟踪查询"),
+    "st.prev": ("◀ Previous step", "◀ 上一步"),
+    "st.next": ("Next step ▶", "下一步 ▶"),
+    "st.step_of": ("Step {i} of 4", "第 {i} 步，共 4 步"),
+    "st.inputs": ("Inputs: X and the projections", "输入：X 与三个投影"),
+    "st.inputs_help": (
+        "X has one row per token. Q = X W_q, K = X W_k, V = X W_v: shapes [{n}×{d}]·[{d}×{d}] → [{n}×{d}].",
+        "X 每行是一个词元。Q = X W_q，K = X W_k，V = X W_v：形状 [{n}×{d}]·[{d}×{d}] → [{n}×{d}]。",
+    ),
+    "st.step.scores": ("1 · Scores: every query against every key", "1 · 分数：每个查询与每个键"),
+    "st.step.scaled": ("2 · Divide by √d_k", "2 · 除以 √d_k"),
+    "st.step.weights": ("3 · Softmax over each row", "3 · 对每一行做 softmax"),
+    "st.step.z": ("4 · Weighted sum of the values", "4 · 对值向量加权求和"),
+    "st.explain.scores": (
+        "Row i holds q_i · k_j for every key j: how well token i's question matches token j's label. Shapes: [{n}×{d}]·[{d}×{n}] → [{n}×{n}].",
+        "第 i 行是 q_i · k_j（对所有键 j）：词元 i 的“问题”与词元 j 的“标签”有多匹配。形状：[{n}×{d}]·[{d}×{n}] → [{n}×{n}]。",
+    ),
+    "st.explain.scaled": (
+        "With unit-variance components, q·k has variance d_k (here {d}), so scores grow with d_k. Multiplying by {scale:.4g} = 1/√{d} brings the variance back to 1 and keeps softmax out of saturation.",
+        "当各分量方差为 1 时，q·k 的方差是 d_k（这里是 {d}），分数随 d_k 变大。乘以 {scale:.4g} = 1/√{d} 把方差拉回 1，避免 softmax 饱和。",
+    ),
+    "st.explain.scaled_off": (
+        "Scaling is off: the scores go into softmax as they are (scale = 1).",
+        "缩放已关闭：分数原样进入 softmax（缩放系数 = 1）。",
+    ),
+    "st.explain.weights": (
+        "softmax(x)_j = exp(x_j) / Σ_k exp(x_k), along each row: every row of weights sums to 1. Masked cells (−∞) get weight exactly 0.",
+        "softmax(x)_j = exp(x_j) / Σ_k exp(x_k)，按行计算：每一行权重之和为 1。被掩码的格子（−∞）权重恰好为 0。",
+    ),
+    "st.explain.z": (
+        "z_i = Σ_j weight_ij · v_j: token i's output mixes the values of the tokens it attends to. Shapes: [{n}×{n}]·[{n}×{d}] → [{n}×{d}].",
+        "z_i = Σ_j 权重_ij · v_j：词元 i 的输出混合了它关注的词元的值向量。形状：[{n}×{n}]·[{n}×{d}] → [{n}×{d}]。",
+    ),
+    "st.row_caption": ("Row of “{token}”: {values}", "“{token}” 这一行：{values}"),
+    "st.columns_title": ("Note 001's column form: A = KᵀQ", "笔记 001 的列向量形式：A = KᵀQ"),
+    "st.columns_help": (
+        "Note 001 stores tokens as columns, so it writes A = KᵀQ (keys down the rows, queries across) and applies softmax down each column. It is the transpose of QKᵀ, and the weights agree: the largest difference here is {diff:.2e}.",
+        "笔记 001 把词元作为列向量，因此写成 A = KᵀQ（行是键，列是查询），并沿每一列做 softmax。它正是 QKᵀ 的转置，得到的权重相同：这里的最大差异为 {diff:.2e}。",
+    ),
     # common view words
     "w.weights": ("softmax weights", "softmax 权重"),
     "w.scores": ("raw scores q·k", "原始分数 q·k"),

@@ -1,19 +1,7 @@
 """The streamlit layer of attnviz (the only part of the package that imports streamlit).
 
-common: language, sidebar, cached traces, stack controls; explorer: the views the Playground and
-BERT pages share.
+common: language, sidebar, cached engine calls, shared widgets; explorer: the views the Playground
+and BERT pages share. Pages use `from attnviz import ui` and call ui.<name> from common.
 """
 
-from attnviz.ui.common import (  # noqa: F401
-    DEFAULT_TEXT,
-    chart,
-    lang,
-    pair,
-    report_trace_notes,
-    run_stack_trace,
-    sidebar,
-    stack_controls,
-    stack_trace,
-    t,
-    text,
-)
+from attnviz.ui.common import *  # noqa: F403

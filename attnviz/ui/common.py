@@ -194,3 +194,35 @@ def run_stack_trace(config: StackConfig) -> Trace | None:
         return None
     report_trace_notes(trace)
     return trace
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def cached_walkthrough(text: str, d_k: int, use_scale: bool, causal: bool):
+    from attnviz.walkthrough import walkthrough
+
+    return walkthrough(text, d_k=d_k, use_scale=use_scale, causal=causal)
+
+
+def numbers(matrix, cols, rows, title: str, key: str, highlight: int | None = None, signed=True):
+    """A small matrix drawn with its numbers in the cells."""
+    from attnviz import figures
+
+    n = len(rows)
+    fig = figures.heatmap(
+        matrix,
+        cols,
+        rows,
+        title=title,
+        value_name="",
+        signed=signed,
+        zmin=0.0 if not signed else None,
+        zmax=1.0 if not signed else None,
+        show_values=True,
+        highlight_row=highlight,
+        height=max(220, 44 * n + 110),
+        show_scale=False,
+        x_title="",
+        y_title="",
+    )
+    fig.update_xaxes(tickangle=0)
+    chart(fig, key=key)

@@ -1,0 +1,108 @@
+"""Step by step: QKᵀ -> / sqrt(d_k) -> softmax -> · V on a tiny example (notes 000, 001, 004)."""
+
+import streamlit as st
+
+from attnviz import ui
+from attnviz.walkthrough import STEPS, column_form
+
+t = ui.t
+st.title(t("st.title"))
+st.caption(t("st.intro"))
+
+c1, c2, c3, c4 = st.columns([2, 2, 1, 1])
+own = c1.toggle(t("st.own_text"), key="st_own", bind="query-params")
+d_k = c2.select_slider(t("st.d_k"), [2, 4, 8, 16], value=4, key="st_dk", bind="query-params")
+use_scale = c3.toggle(t("pg.scale"), value=True, key="st_scale", bind="query-params")
+causal = c4.toggle(t("pg.causal"), value=False, key="st_causal", bind="query-params")
+
+try:
+    wt = ui.cached_walkthrough(ui.text() if own else "我爱水课", d_k, use_scale, causal)
+except ValueError:
+    st.info(t("err.empty"))
+    st.stop()
+
+n, d = len(wt.tokens), wt.d_k
+dims = [f"d{i}" for i in range(d)]
+query = st.radio(
+    t("st.query"),
+    range(n),
+    format_func=lambda i: wt.tokens[i],
+    horizontal=True,
+    key="st_query",
+    index=min(1, n - 1),  # note 000 follows position 2, "爱"
+)
+
+with st.expander(t("st.inputs"), expanded=False):
+    st.caption(t("st.inputs_help", n=n, d=d))
+    cols = st.columns(4)
+    for col, (name, m, rows) in zip(
+        cols,
+        [
+            ("X", wt.x, wt.tokens),
+            ("W_q", wt.w_q, dims),
+            ("W_k", wt.w_k, dims),
+            ("W_v", wt.w_v, dims),
+        ],
+        strict=True,
+    ):
+        with col:
+            ui.numbers(m, dims, rows, name, key=f"in_{name}")
+    cols = st.columns(3)
+    for col, (name, m) in zip(cols, [("Q", wt.q), ("K", wt.k), ("V", wt.v)], strict=True):
+        with col:
+            ui.numbers(m, dims, wt.tokens, name, key=f"qkv_{name}", highlight=query)
+
+st.session_state.setdefault("step", 0)
+b1, b2, b3 = st.columns([1, 2, 1])
+if b1.button(t("st.prev"), disabled=st.session_state.step == 0, width="stretch"):
+    st.session_state.step -= 1
+    st.rerun()
+if b3.button(t("st.next"), disabled=st.session_state.step == len(STEPS) - 1, width="stretch"):
+    st.session_state.step += 1
+    st.rerun()
+step = STEPS[st.session_state.step]
+b2.progress(
+    (st.session_state.step + 1) / len(STEPS), text=t("st.step_of", i=st.session_state.step + 1)
+)
+
+st.subheader(t(f"st.step.{step}"))
+formula = {
+    "scores": r"S = Q K^\top",
+    "scaled": r"S' = \frac{Q K^\top}{\sqrt{d_k}}"
+    if use_scale
+    else r"S' = Q K^\top \ (\text{scale} = 1)",
+    "weights": r"A = \mathrm{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}}\right)",
+    "z": r"Z = \mathrm{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}}\right) V",
+}[step]
+st.latex(formula)
+explain = "st.explain.scaled_off" if step == "scaled" and not use_scale else f"st.explain.{step}"
+st.markdown(t(explain, n=n, d=d, scale=wt.scale))
+matrix, cols_, signed = {
+    "scores": (wt.scores, wt.tokens, True),
+    "scaled": (wt.scaled, wt.tokens, True),
+    "weights": (wt.weights, wt.tokens, False),
+    "z": (wt.z, dims, True),
+}[step]
+ui.numbers(
+    matrix,
+    cols_,
+    wt.tokens,
+    t(f"st.step.{step}"),
+    key="step_matrix",
+    highlight=query,
+    signed=signed,
+)
+row = ", ".join(f"{float(x):.3f}" for x in matrix[query])
+st.caption(t("st.row_caption", token=wt.tokens[query], values=row))
+
+with st.expander(t("st.columns_title"), expanded=step == "weights"):
+    a, a_soft, diff = column_form(wt)
+    st.markdown(t("st.columns_help", diff=diff))
+    st.latex(
+        r"a_{i,j} = k^{i} \cdot q^{j}, \qquad A = K^\top Q,\qquad A' = \mathrm{softmax}_{\text{column}}(A / \sqrt{d_k})"
+    )
+    c1, c2 = st.columns(2)
+    with c1:
+        ui.numbers(a, wt.tokens, wt.tokens, "A = KᵀQ", key="col_a")
+    with c2:
+        ui.numbers(a_soft, wt.tokens, wt.tokens, "A'", key="col_soft", signed=False)
