@@ -15,5 +15,6 @@ pages = [
         default=True,
     ),
     st.Page("app_pages/step_by_step.py", title=ui.t("nav.steps"), icon=":material/footprint:"),
+    st.Page("app_pages/sharing.py", title=ui.t("nav.sharing"), icon=":material/share:"),
 ]
 st.navigation(pages).run()

@@ -99,7 +99,8 @@ with st.expander(t("st.columns_title"), expanded=step == "weights"):
     a, a_soft, diff = column_form(wt)
     st.markdown(t("st.columns_help", diff=diff))
     st.latex(
-        r"a_{i,j} = k^{i} \cdot q^{j}, \qquad A = K^\top Q,\qquad A' = \mathrm{softmax}_{\text{column}}(A / \sqrt{d_k})"
+        r"a_{i,j} = k^{i} \cdot q^{j}, \qquad A = K^\top Q,\qquad "
+        r"A' = \mathrm{softmax}_{\text{column}}(A / \sqrt{d_k})"
     )
     c1, c2 = st.columns(2)
     with c1:

@@ -327,3 +327,66 @@ def gauge(value: float, *, title: str, lo: float = 0.0, hi: float = 1.0, height:
     )
     fig.update_layout(margin=dict(l=20, r=20, t=50, b=10), height=height, font=FONT)
     return fig
+
+
+GROUP_COLOURS = [
+    "#2f6db3", "#e4572e", "#29a36a", "#9b59b6", "#f0a202", "#17becf", "#d6336c", "#7f7f7f",
+]  # fmt: skip
+
+
+def sharing_diagram(
+    kv_of_head: Sequence[int], *, q_label: str = "query heads", kv_label: str = "K/V heads"
+) -> go.Figure:
+    """Query heads on top, key/value heads below, each query head joined to the K/V head it reads;
+    one colour per group."""
+    n_heads, n_kv = len(kv_of_head), max(kv_of_head) + 1
+    fig = go.Figure()
+    kv_x = [(g + 0.5) * n_heads / n_kv - 0.5 for g in range(n_kv)]
+    for h, g in enumerate(kv_of_head):
+        fig.add_shape(
+            type="line", x0=h, y0=1, x1=kv_x[g], y1=0,
+            line=dict(color=GROUP_COLOURS[g % len(GROUP_COLOURS)], width=2),
+        )  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=list(range(n_heads)),
+            y=[1] * n_heads,
+            mode="markers+text",
+            marker=dict(
+                size=34,
+                symbol="square",
+                color=[GROUP_COLOURS[g % len(GROUP_COLOURS)] for g in kv_of_head],
+            ),
+            text=[f"Q{h}" for h in range(n_heads)],
+            textfont=dict(color="white", size=12),
+            hovertemplate="query head %{x}<extra></extra>",
+            showlegend=False,
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=kv_x,
+            y=[0] * n_kv,
+            mode="markers+text",
+            marker=dict(
+                size=50,
+                symbol="diamond",
+                color=[GROUP_COLOURS[g % len(GROUP_COLOURS)] for g in range(n_kv)],
+            ),
+            text=[f"KV{g}" for g in range(n_kv)],
+            textfont=dict(color="white", size=11),
+            hoverinfo="skip",
+            showlegend=False,
+        )
+    )
+    fig.update_xaxes(visible=False, range=[-0.8, n_heads - 0.2])
+    fig.update_yaxes(
+        tickmode="array",
+        tickvals=[0, 1],
+        ticktext=[html.escape(kv_label), html.escape(q_label)],
+        range=[-0.4, 1.4],
+        showgrid=False,
+        zeroline=False,
+    )
+    fig.update_layout(plot_bgcolor="white")
+    return _layout(fig, "", 240)

@@ -198,6 +198,26 @@ S: dict[str, tuple[str, str]] = {
         "Note 001 stores tokens as columns, so it writes A = KᵀQ (keys down the rows, queries across) and applies softmax down each column. It is the transpose of QKᵀ, and the weights agree: the largest difference here is {diff:.2e}.",
         "笔记 001 把词元作为列向量，因此写成 A = KᵀQ（行是键，列是查询），并沿每一列做 softmax。它正是 QKᵀ 的转置，得到的权重相同：这里的最大差异为 {diff:.2e}。",
     ),
+    # MHA / MQA / GQA
+    "sh.title": ("MHA · MQA · GQA: sharing keys and values", "MHA · MQA · GQA：共享键和值"),
+    "sh.intro": (
+        "Every query head has its own W_q. In multi-head attention (MHA) each head also has its own keys and values. Multi-query attention (MQA) gives all heads one shared K and V; grouped-query attention (GQA) sits in between: heads in a group share one K/V head. Fewer K/V heads mean fewer parameters and a smaller KV cache when generating text, at some cost in quality.",
+        "每个查询头都有自己的 W_q。多头注意力（MHA）中每个头也有自己的键和值；多查询注意力（MQA）让所有头共享一组 K 和 V；分组查询注意力（GQA）介于两者之间：同一组的头共享一个 K/V 头。K/V 头越少，参数越少，生成文本时的 KV 缓存越小，但质量可能略有下降。",
+    ),
+    "sh.kv": ("K/V heads", "K/V 头数"),
+    "sh.mode": ("This is {mode}: {h} query heads read {kv} K/V heads, {g} per group.", "当前是 {mode}：{h} 个查询头读取 {kv} 个 K/V 头，每组 {g} 个。"),
+    "sh.rule": (
+        "Query head h reads K/V head h // (n_heads / n_kv_heads) — PyTorch's rule (scaled_dot_product_attention with enable_gqa). Note 003's split_head code does not run: it indexes a 3-D tensor with five indices and reshapes the groups in the wrong order.",
+        "查询头 h 读取第 h // (n_heads / n_kv_heads) 个 K/V 头——这是 PyTorch 的约定（scaled_dot_product_attention 的 enable_gqa）。笔记 003 的 split_head 代码无法运行：它用五个下标索引三维张量，并以错误的顺序重排分组。",
+    ),
+    "sh.keys": ("The keys each group shares (K per K/V head)", "每组共享的键（每个 K/V 头的 K）"),
+    "sh.k_title": ("K of KV{g} (query heads {heads})", "KV{g} 的 K（查询头 {heads}）"),
+    "sh.check": ("Live check on your sentence", "在你的句子上实时验证"),
+    "sh.check_tied": ("GQA = MHA with K/V copied per group", "GQA = 每组复制 K/V 的 MHA"),
+    "sh.check_all": ("GQA with h groups = MHA", "h 组的 GQA = MHA"),
+    "sh.check_one": ("GQA with 1 group = MQA", "1 组的 GQA = MQA"),
+    "sh.check_help": ("Largest difference between the two outputs. Anything below about 1e-5 is float32 rounding (the sums run in a different order), so each pair computes the same thing.", "两个输出之间的最大差异。低于约 1e-5 的差异来自 float32 舍入（求和顺序不同），所以每一对计算的是同一件事。"),
+    "sh.table": ("The comparison, with the numbers of this configuration", "对比表（使用当前配置的数值）"),
     # common view words
     "w.weights": ("softmax weights", "softmax 权重"),
     "w.scores": ("raw scores q·k", "原始分数 q·k"),

@@ -54,3 +54,24 @@ def test_step_page_follows_the_sidebar_sentence() -> None:
     assert [o for o in at.radio(key="st_query").options][:3] == ["The", "animal", "didn't"]
     at.text_area(key="text").set_value("").run()
     assert not at.exception and any("empty" in i.value for i in at.info)
+
+
+SHARING_PAGE = "app_pages/sharing.py"
+
+
+@pytest.mark.parametrize("n_kv", [1, 2, 8])
+def test_sharing_page_draws_one_k_per_kv_head_and_checks_pass(n_kv: int) -> None:
+    at = app(SHARING_PAGE, query={"sh_kv": str(n_kv)})
+    assert not at.exception
+    assert at.select_slider(key="sh_kv").value == n_kv
+    k_maps = [s for s in heatmap_specs(at) if s["layout"]["title"]["text"].startswith("K of KV")]
+    assert len(k_maps) == n_kv
+    diffs = [float(m.value) for m in at.metric]
+    assert len(diffs) == 3 and max(diffs) < 1e-5
+    mode = {1: "MQA", 2: "GQA", 8: "MHA"}[n_kv]
+    assert f"This is {mode}" in page_text(at)
+
+
+def test_sharing_page_in_chinese() -> None:
+    at = app(SHARING_PAGE, query={"lang": "中文"})
+    assert not at.exception and "共享键和值" in at.title[0].value

@@ -111,10 +111,24 @@ def report_trace_notes(trace: Trace) -> None:
         st.warning(t("warn.truncated", n=trace.n_input_tokens, limit=len(trace.tokens)))
 
 
-def _keep_valid(key: str, options: list, default) -> None:
-    # A bound widget whose options changed (d_model moved) must not keep an impossible value.
-    if st.session_state.get(key) not in options:
-        st.session_state[key] = default if default in options else options[len(options) // 2]
+def choice_slider(label: str, options: list, key: str, default, **kwargs):
+    """A URL-bound select_slider whose options may change (d_model moved, so the heads did).
+
+    A stale value is moved to the nearest valid option; on the first run the widget's own default
+    applies, so a value from the URL is not overwritten.
+    """
+    if key in st.session_state and st.session_state[key] not in options:
+        old = st.session_state[key]
+        numeric = isinstance(old, (int, float)) and all(
+            isinstance(o, (int, float)) for o in options
+        )
+        st.session_state[key] = min(options, key=lambda o: abs(o - old)) if numeric else default
+    first = (
+        {}
+        if key in st.session_state
+        else {"value": default if default in options else options[len(options) // 2]}
+    )
+    return st.select_slider(label, options, key=key, bind="query-params", **first, **kwargs)
 
 
 D_MODELS = [8, 16, 32, 64, 128, 256, 512, 1024]
@@ -128,8 +142,7 @@ def stack_controls(defaults: dict | None = None) -> StackConfig | None:
     d = {"d_model": 64, "heads": 4, "layers": 1, **(defaults or {})}
     c1, c2, c3, c4, c5 = st.columns(5)
     with c1:
-        _keep_valid("d_model", D_MODELS, d["d_model"])
-        d_model = st.select_slider(t("pg.d_model"), D_MODELS, key="d_model", bind="query-params")
+        d_model = choice_slider(t("pg.d_model"), D_MODELS, "d_model", d["d_model"])
     with c3:
         auto = st.toggle(t("pg.d_head_auto"), value=True, key="dk_auto", bind="query-params")
         d_head = None
@@ -139,14 +152,12 @@ def stack_controls(defaults: dict | None = None) -> StackConfig | None:
             )
     with c2:
         head_options = [h for h in divisors(d_model) if h <= 32] if auto else list(range(1, 33))
-        _keep_valid("heads", head_options, d["heads"])
-        n_heads = st.select_slider(
-            t("pg.heads"), head_options, key="heads", help=t("pg.heads_help"), bind="query-params"
+        n_heads = choice_slider(
+            t("pg.heads"), head_options, "heads", d["heads"], help=t("pg.heads_help")
         )
     with c4:
         kv_options = divisors(n_heads)
-        _keep_valid("kv", kv_options, n_heads)
-        n_kv = st.select_slider(t("pg.kv_heads"), kv_options, key="kv", bind="query-params")
+        n_kv = choice_slider(t("pg.kv_heads"), kv_options, "kv", n_heads)
     with c5:
         n_layers = st.slider(t("pg.layers"), 1, 6, d["layers"], key="layers", bind="query-params")
     t1, t2, t3, t4, t5, t6 = st.columns(6)
@@ -226,3 +237,10 @@ def numbers(matrix, cols, rows, title: str, key: str, highlight: int | None = No
     )
     fig.update_xaxes(tickangle=0)
     chart(fig, key=key)
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def cached_sharing_check(text: str, config: StackConfig):
+    from attnviz.sharing import sharing_check
+
+    return sharing_check(text, config)

@@ -1,0 +1,59 @@
+"""MHA, MQA and GQA (note 003): who shares which K/V, keys per group, live equivalence checks."""
+
+import streamlit as st
+
+from attnviz import figures, ui
+from attnviz.config import StackConfig, divisors
+from attnviz.sharing import kv_head_of
+
+t = ui.t
+st.title(t("sh.title"))
+st.caption(t("sh.intro"))
+
+c1, c2, c3 = st.columns(3)
+with c1:
+    d_model = ui.choice_slider(t("pg.d_model"), [64, 128, 256, 512, 1024], "sh_d", 512)
+with c2:
+    n_heads = ui.choice_slider(t("pg.heads"), [1, 2, 4, 8, 16], "sh_h", 8)
+with c3:
+    n_kv = ui.choice_slider(t("sh.kv"), divisors(n_heads), "sh_kv", 4 if n_heads >= 4 else 1)
+config = StackConfig(d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv)
+
+st.markdown(
+    t("sh.mode", mode=config.sharing, h=n_heads, kv=n_kv, g=n_heads // n_kv),
+)
+kv_of = kv_head_of(n_heads, n_kv)
+ui.chart(figures.sharing_diagram(kv_of, q_label=t("pg.heads"), kv_label=t("sh.kv")), key="diagram")
+st.caption(t("sh.rule"))
+
+trace = ui.run_stack_trace(config)
+if trace is not None:
+    st.subheader(t("sh.keys"))
+    layer = trace.layers[0]
+    per_row = min(n_kv, 4)
+    cols = st.columns(per_row)
+    for g in range(n_kv):
+        heads = ", ".join(str(h) for h in range(n_heads) if kv_of[h] == g)
+        fig = figures.heatmap(
+            layer.k[g],
+            [str(i) for i in range(config.head_dim)],
+            trace.key_tokens,
+            title=t("sh.k_title", g=g, heads=heads),
+            value_name="k",
+            signed=True,
+            height=320,
+            max_ticks=8,
+            x_title="dim",
+            y_title=t("w.key"),
+            show_scale=False,
+        )
+        with cols[g % per_row]:
+            ui.chart(fig, key=f"k_{g}")
+
+    st.subheader(t("sh.check"))
+    check = ui.cached_sharing_check(ui.text(), config)
+    m1, m2, m3 = st.columns(3)
+    m1.metric(t("sh.check_tied"), f"{check.gqa_vs_tied_mha:.1e}")
+    m2.metric(t("sh.check_all"), f"{check.all_groups_vs_mha:.1e}")
+    m3.metric(t("sh.check_one"), f"{check.one_group_vs_mqa:.1e}")
+    st.caption(t("sh.check_help"))
