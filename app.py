@@ -14,6 +14,7 @@ pages = [
         icon=":material/tune:",
         default=True,
     ),
+    st.Page("app_pages/bert.py", title=ui.t("nav.bert"), icon=":material/psychology:"),
     st.Page("app_pages/step_by_step.py", title=ui.t("nav.steps"), icon=":material/footprint:"),
     st.Page("app_pages/sharing.py", title=ui.t("nav.sharing"), icon=":material/share:"),
 ]

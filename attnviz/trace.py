@@ -174,3 +174,12 @@ def mean_entropy(weights: torch.Tensor) -> float:
 
 def uniform_entropy(n: int) -> float:
     return math.log(n) if n > 0 else 0.0
+
+
+def weight_shift(new: Trace, base: Trace) -> torch.Tensor:
+    """How far each head's weights moved: mean over queries of the total variation distance
+    0.5 · Σ_k |new − base|, in [0, 1]. [layer, head]"""
+    a, b = new.weights(), base.weights()  # [layer, head, q, k]
+    if a.shape != b.shape:
+        raise ValueError(f"traces differ in shape: {tuple(a.shape)} vs {tuple(b.shape)}")
+    return 0.5 * (a - b).abs().sum(-1).mean(-1)

@@ -17,10 +17,9 @@ def app(page: str | None = None, query: dict | None = None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=90)
     if query:
         at.query_params.update(query)
-    at.run()
     if page:
-        at.switch_page(page).run()
-    return at
+        at.switch_page(page)  # the first run lands on the page, as a deep link does
+    return at.run()
 
 
 def specs(at: AppTest) -> list[dict]:

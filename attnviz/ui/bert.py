@@ -1,0 +1,60 @@
+"""The BERT page's streamlit layer: a model loaded once per process, traces cached per input."""
+
+from __future__ import annotations
+
+import streamlit as st
+import torch
+
+from attnviz.trace import Trace
+from attnviz.ui.common import t
+
+
+def devices() -> list[str]:
+    return ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@st.cache_resource(max_entries=3, show_spinner=False)
+def load_bert(name: str | None, device: str, _progress=None):
+    """One copy per (name, device) for the whole process, shared by every session."""
+    from attnviz.hooked import load_model
+
+    return load_model(name or None, device=device, progress=_progress)
+
+
+def get_model(name: str | None, device: str):
+    """The model, with progress while it loads and a clear message (None) when it cannot."""
+    try:
+        with st.status(t("bert.loading", name=name or t("bert.bundled")), expanded=False) as status:
+            model = load_bert(name or None, device, _progress=lambda m: status.update(label=m))
+            status.update(
+                label=t("bert.loaded", name=model.name, device=model.device), state="complete"
+            )
+        return model
+    except (ValueError, OSError, RuntimeError) as err:
+        st.error(t("bert.load_failed", name=name or t("bert.bundled"), msg=err))
+        return None
+
+
+@st.cache_resource(max_entries=24, show_spinner=False)
+def bert_trace(
+    _model,
+    model_key: tuple[str, str],
+    text: str,
+    pair: str | None,
+    use_scale: bool = True,
+    temperature: float = 1.0,
+    ablate: tuple[tuple[int, int], ...] = (),
+    mask_tokens: tuple[int, ...] = (),
+) -> Trace:
+    """A trace per (model, text, knobs); shared read-only between sessions."""
+    from attnviz.hooked import trace_model
+
+    return trace_model(
+        _model,
+        text,
+        text_pair=pair,
+        use_scale=use_scale,
+        temperature=temperature,
+        ablate=ablate,
+        mask_tokens=mask_tokens,
+    )

@@ -1,0 +1,88 @@
+"""The BERT page in AppTest, on the bundled model (real weights, offline)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnviz.ui.common import DEFAULT_TEXT
+from tests.apphelpers import app, heatmap_specs, page_text, specs, z_of
+
+BERT = "app_pages/bert.py"
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    from attnviz.hooked import load_model
+
+    return load_model(None, device="cpu")
+
+
+def test_bert_page_loads_the_bundled_model_and_shows_the_overview() -> None:
+    at = app(BERT)
+    assert not at.exception, at.exception
+    assert not at.error
+    images = [s for s in specs(at) if s["data"][0]["type"] == "image"]
+    assert len(images) == 1  # every layer x head in one picture
+
+
+def test_bert_heads_view_has_twelve_heatmaps_matching_the_model(bundled) -> None:
+    from attnviz.hooked import trace_model
+
+    at = app(BERT, query={"view": "heads", "layer": "2"})
+    assert not at.exception
+    maps = heatmap_specs(at)
+    assert len(maps) == 12
+    ref = trace_model(bundled, DEFAULT_TEXT)
+    np.testing.assert_allclose(z_of(maps[0]), ref.layers[2].weights[0].numpy(), atol=1e-5)
+
+
+def test_scaling_off_shows_the_diff_and_the_embedding_cosine() -> None:
+    at = app(BERT)
+    assert not at.metric
+    at.toggle(key="b_scale").set_value(False).run()
+    assert not at.exception
+    cosine = float(at.metric[0].value)
+    assert 0.0 < cosine < 0.999
+    titles = [s["layout"]["title"]["text"] for s in heatmap_specs(at)]
+    assert any("weights moved" in x for x in titles)
+    diff = next(s for s in heatmap_specs(at) if "unchanged weights" in s["layout"]["title"]["text"])
+    z = z_of(diff)
+    assert np.abs(z).max() > 0.01
+    np.testing.assert_allclose(z.sum(-1), 0.0, atol=1e-5)  # both rows sum to 1
+
+
+def test_masking_a_token_gives_it_zero_weight_in_the_figure() -> None:
+    at = app(BERT, query={"view": "detail"})
+    at.multiselect(key="b_mask").set_value([2]).run()
+    assert not at.exception
+    weights = z_of(heatmap_specs(at)[-1])  # detail: scores, logits, weights
+    assert np.all(weights[:, 2] == 0)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+
+
+def test_ablating_a_head_changes_the_embedding() -> None:
+    at = app(BERT)
+    at.multiselect(key="b_ablate").set_value(["L0H3", "L5H11"]).run()
+    assert not at.exception
+    assert float(at.metric[0].value) < 1.0
+
+
+def test_a_model_that_cannot_load_gives_a_message() -> None:
+    at = app(BERT)
+    at.text_input(key="model").set_value("no-such-org/no-such-model-xyz").run()
+    assert not at.exception
+    assert at.error and "no-such-model-xyz" in at.error[0].value
+
+
+def test_chinese_text_on_an_english_vocabulary_says_so() -> None:
+    at = app(BERT)
+    at.text_area(key="text").set_value("我爱水课").run()
+    assert not at.exception
+    assert any("[UNK]" in w.value for w in at.warning)
+
+
+def test_bert_page_in_chinese() -> None:
+    at = app(BERT, query={"lang": "中文"})
+    assert not at.exception
+    assert "预训练" in page_text(at)
