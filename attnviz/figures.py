@@ -19,7 +19,6 @@ PLOTLY_CONFIG = {
 }
 WEIGHTS_SCALE = "Blues"
 SIGNED_SCALE = "RdBu_r"
-HOVER_LABEL_LIMIT = 160 * 160  # above this many cells, hover names positions, not tokens
 FONT = dict(family="Inter, 'Noto Sans CJK SC', 'Source Han Sans SC', sans-serif", size=13)
 
 
@@ -33,13 +32,7 @@ def _tick_step(n: int, room: int = 48) -> int:
 
 
 def _layout(fig: go.Figure, title: str, height: int | None) -> go.Figure:
-    fig.update_layout(
-        title=dict(text=html.escape(title, quote=False), x=0, xanchor="left", font=dict(size=15)),
-        margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-        font=FONT,
-        height=height,
-        plot_bgcolor="white",
-    )
+    fig.update_layout(**_layout_dict(title, height, {}))
     return fig
 
 
@@ -71,14 +64,20 @@ def heatmap(
     z[~np.isfinite(z)] = np.nan
     n_q, n_k = z.shape
     xs, ys = escape(x_tokens), escape(y_tokens)
+    # Categories numbered "i: token" keep repeated tokens apart and give hover its labels without
+    # a per-cell array (which plotly deep-copies on every update: 50 ms for one 64x64 map).
+    x_cat = [f"{j}: {tok}" for j, tok in enumerate(xs)]
+    y_cat = [f"{i}: {tok}" for i, tok in enumerate(ys)]
     if signed:
         colorscale = SIGNED_SCALE if colorscale == WEIGHTS_SCALE else colorscale
         bound = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
         zmin, zmax = (-bound, bound) if zmin is None else (zmin, zmax)
-    trace = go.Heatmap(
+    value = html.escape(value_name, quote=False)
+    trace = dict(
+        type="heatmap",
         z=z,
-        x=np.arange(n_k),
-        y=np.arange(n_q),
+        x=x_cat,
+        y=y_cat,
         colorscale=colorscale,
         zmin=zmin,
         zmax=zmax,
@@ -86,55 +85,60 @@ def heatmap(
         colorbar=dict(thickness=10, xpad=4),
         xgap=1 if n_k <= 40 else 0,
         ygap=1 if n_q <= 40 else 0,
+        hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>{value} %{{z:.4f}}<extra></extra>",
     )
-    if n_q * n_k <= HOVER_LABEL_LIMIT:
-        labels = np.empty((n_q, n_k, 2), dtype=object)
-        labels[..., 0] = np.array([f"{i}: {t}" for i, t in enumerate(ys)], dtype=object)[:, None]
-        labels[..., 1] = np.array([f"{j}: {t}" for j, t in enumerate(xs)], dtype=object)[None, :]
-        trace.customdata = labels
-        trace.hovertemplate = (
-            f"{y_title} %{{customdata[0]}}<br>{x_title} %{{customdata[1]}}<br>"
-            f"{html.escape(value_name)} %{{z:.4f}}<extra></extra>"
-        )
-    else:
-        trace.hovertemplate = (
-            f"{y_title} #%{{y}}<br>{x_title} #%{{x}}<br>"
-            f"{html.escape(value_name)} %{{z:.4f}}<extra></extra>"
-        )
     if show_values and n_q * n_k <= 400:
-        trace.text = np.vectorize(lambda v: "" if np.isnan(v) else f"{v:.2f}")(z)
-        trace.texttemplate = "%{text}"
-        trace.textfont = dict(size=11)
-    fig = go.Figure(trace)
+        trace["text"] = np.vectorize(lambda v: "" if np.isnan(v) else f"{v:.2f}")(z)
+        trace["texttemplate"] = "%{text}"
+        trace["textfont"] = dict(size=11)
     sx, sy = _tick_step(n_k, max_ticks), _tick_step(n_q, max_ticks)
-    fig.update_xaxes(
-        tickmode="array",
-        tickvals=list(range(0, n_k, sx)),
-        ticktext=xs[::sx],
-        tickangle=-90 if n_k > 6 else 0,
-        side="bottom",
-        title=dict(text=x_title, font=dict(size=12)),
-        showgrid=False,
-    )
-    fig.update_yaxes(
-        tickmode="array",
-        tickvals=list(range(0, n_q, sy)),
-        ticktext=ys[::sy],
-        showticklabels=show_y_labels,
-        autorange="reversed",
-        title=dict(text=y_title if show_y_labels else "", font=dict(size=12)),
-        showgrid=False,
-    )
+    shapes = []
     if highlight_row is not None and 0 <= highlight_row < n_q:
-        fig.add_shape(
-            type="rect",
-            x0=-0.5,
-            x1=n_k - 0.5,
-            y0=highlight_row - 0.5,
-            y1=highlight_row + 0.5,
-            line=dict(color="#e4572e", width=3),
+        shapes.append(
+            dict(
+                type="rect",
+                x0=-0.5,
+                x1=n_k - 0.5,
+                y0=highlight_row - 0.5,
+                y1=highlight_row + 0.5,
+                line=dict(color="#e4572e", width=3),
+            )
         )
-    return _layout(fig, title, height)
+    layout = dict(
+        xaxis=dict(
+            type="category",
+            tickmode="array",
+            tickvals=x_cat[::sx],
+            ticktext=xs[::sx],
+            tickangle=-90 if n_k > 6 else 0,
+            side="bottom",
+            title=dict(text=x_title, font=dict(size=12)),
+            showgrid=False,
+        ),
+        yaxis=dict(
+            type="category",
+            tickmode="array",
+            tickvals=y_cat[::sy],
+            ticktext=ys[::sy],
+            showticklabels=show_y_labels,
+            autorange="reversed",
+            title=dict(text=y_title if show_y_labels else "", font=dict(size=12)),
+            showgrid=False,
+        ),
+        shapes=shapes,
+    )
+    return go.Figure(data=[trace], layout=_layout_dict(title, height, layout))
+
+
+def _layout_dict(title: str, height: int | None, extra: dict) -> dict:
+    return dict(
+        title=dict(text=html.escape(title, quote=False), x=0, xanchor="left", font=dict(size=15)),
+        margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+        font=FONT,
+        height=height,
+        plot_bgcolor="white",
+        **extra,
+    )
 
 
 def diff_heatmap(

@@ -1,0 +1,49 @@
+"""Every page in a real browser, in both languages, with screenshots for the README tour."""
+
+from __future__ import annotations
+
+import pytest
+
+HEATMAPS = '[data-testid="stPlotlyChart"] .heatmaplayer'
+
+
+@pytest.mark.parametrize("size", ["page", "big_page"])
+def test_bert_page_overview_and_what_if(size: str, request) -> None:
+    p = request.getfixturevalue(size)
+    p.open("bert")
+    assert p.wait_count('[data-testid="stPlotlyChart"]', 4, timeout=90, at_least=True) >= 4
+    p.shot("bert")
+    p.open("bert?b_scale=false&b_mask=2%3A+animal")
+    assert p.wait_count('[data-testid="stMetric"]', 1, timeout=60) == 1
+    assert "0." in p.page.locator('[data-testid="stMetricValue"]').inner_text()
+    p.shot("bert-what-if")
+
+
+def test_bert_page_toggle_scaling_in_the_browser(page) -> None:
+    page.open("bert")
+    assert page.count('[data-testid="stMetric"]') == 0
+    page.page.get_by_text("÷ √d_k").first.click()
+    page.settle()
+    assert page.wait_count('[data-testid="stMetric"]', 1, timeout=60) == 1
+
+
+@pytest.mark.parametrize("lang", ["English", "中文"])
+def test_step_by_step_walks_forward(big_page, lang: str) -> None:
+    big_page.open(f"step_by_step?lang={lang}")
+    nxt = big_page.page.get_by_role(
+        "button", name="Next step ▶" if lang == "English" else "下一步 ▶"
+    )
+    for _ in range(3):
+        nxt.click()
+        big_page.settle()
+    assert big_page.page.get_by_text("4 ·").count() >= 1
+    assert nxt.is_disabled()
+    big_page.shot(f"step-by-step-{lang[:2].lower()}")
+
+
+@pytest.mark.parametrize("size", ["page", "big_page"])
+def test_sharing_page(size: str, request) -> None:
+    p = request.getfixturevalue(size)
+    p.open("sharing?sh_kv=2")
+    assert p.wait_count(HEATMAPS, 2) == 2
+    p.shot("sharing")
