@@ -17,6 +17,7 @@ PLOTLY_CONFIG = {
     "displaylogo": False,
     "toImageButtonOptions": {"format": "png", "scale": 2, "filename": "attnviz"},
 }
+LINE_COLOURS = ["#2f6db3", "#e4572e", "#29a36a", "#9b59b6", "#f0a202", "#17becf"]
 WEIGHTS_SCALE = "Blues"
 SIGNED_SCALE = "RdBu_r"
 FONT = dict(family="Inter, 'Noto Sans CJK SC', 'Source Han Sans SC', sans-serif", size=13)
@@ -314,7 +315,7 @@ def lines(
     fig.update_yaxes(
         title=html.escape(y_title), type="log" if log_y else "linear", gridcolor="#eee"
     )
-    fig.update_layout(legend=dict(orientation="h", y=-0.25))
+    fig.update_layout(legend=dict(orientation="h", y=-0.25), colorway=LINE_COLOURS)
     return _layout(fig, title, height)
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attnviz.walkthrough import column_form, walkthrough
-from tests.apphelpers import app, heatmap_specs, page_text, z_of
+from tests.apphelpers import app, decode, heatmap_specs, page_text, specs, z_of
 
 STEPS_PAGE = "app_pages/step_by_step.py"
 
@@ -75,3 +75,59 @@ def test_sharing_page_draws_one_k_per_kv_head_and_checks_pass(n_kv: int) -> None
 def test_sharing_page_in_chinese() -> None:
     at = app(SHARING_PAGE, query={"lang": "中文"})
     assert not at.exception and "共享键和值" in at.title[0].value
+
+
+WHY_PAGE = "app_pages/why_scale.py"
+MULTIHEAD_PAGE = "app_pages/multihead.py"
+
+
+@pytest.mark.parametrize("lang", ["English", "中文"])
+def test_why_scale_page_shows_the_measured_numbers(lang: str) -> None:
+    from attnviz.lessons import saturation_sweep
+
+    at = app(WHY_PAGE, query={"lang": lang})
+    assert not at.exception
+    ratio = float(at.metric[0].value)
+    assert abs(ratio - 1) < 0.05  # Var(q·k) / d_k at d_k = 64
+    assert abs(float(at.metric[1].value) - 8) < 0.4  # std 8, as note 004 says
+    lines = {
+        s["layout"]["title"]["text"]: s for s in specs(at) if s["data"][0]["type"] == "scatter"
+    }
+    assert len(lines) == 4
+    rows = saturation_sweep()
+    unscaled = [r["max_weight"] for r in rows if not r["scaled"]]
+    sat = next(s for k, s in lines.items() if "16" in k)
+    shown = [decode(tr["y"]) for tr in sat["data"]]
+    assert any(np.allclose(y, unscaled) for y in shown)
+
+
+def test_why_scale_live_pair_saturates_unscaled() -> None:
+    at = app(WHY_PAGE, query={"ws_dk": "256"})
+    scaled, unscaled = (z_of(s) for s in heatmap_specs(at))
+    assert unscaled.max(-1).mean() > scaled.max(-1).mean() + 0.2
+
+
+@pytest.mark.parametrize("lang", ["English", "中文"])
+def test_multihead_page_reproduces_note_001_and_table_3(lang: str) -> None:
+    at = app(MULTIHEAD_PAGE, query={"lang": lang})
+    assert not at.exception
+    params = at.dataframe[1].value
+    assert list(params.iloc[:, 2][:2]) == ["3.000 d²", "4.000 d²"]
+    table3 = at.dataframe[-1].value
+    ratios = table3["calc / paper"].dropna()
+    assert len(ratios) == 11 and (ratios - 1).abs().max() < 0.07
+    big = table3[table3["row"] == "big"].iloc[0]
+    assert abs(big["calculator_m"] / 213 - 1) < 0.05
+    shapes = at.dataframe[0].value
+    assert shapes.iloc[-1]["shape"].endswith("× 512")
+
+
+def test_multihead_page_kv_cache_shrinks_with_sharing() -> None:
+    at = app(MULTIHEAD_PAGE, query={"mh_kv": "2"})
+    assert not at.exception
+    kv = next(d.value for d in at.dataframe if "MQA" in list(d.value.iloc[:, 0]))
+    sizes = [float(x.split()[0].replace(",", "")) for x in kv.iloc[:, 3]]
+    assert list(kv.iloc[:, 0]) == ["MHA", "GQA", "MQA"]
+    assert sizes[0] == pytest.approx(4 * sizes[1], rel=1e-3) and sizes[1] == pytest.approx(
+        2 * sizes[2], rel=1e-3
+    )

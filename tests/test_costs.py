@@ -153,3 +153,15 @@ def test_bad_sizes_raise_with_the_rule(call, message):
 
 def test_d_k_given_lifts_the_divisibility_rule():
     assert attention_params(64, 6, d_k=8, d_v=8) == 3 * 64 * 48 + 48 * 64
+
+
+def test_multihead_shapes_follow_note_000() -> None:
+    from attnviz.costs import multihead_shapes
+
+    rows = {r["stage"]: r["shape"] for r in multihead_shapes(4, 512, 8)}
+    assert rows["W_q^i"] == "512 × 64"
+    assert rows["Q_i K_jᵀ / √d_k"] == "4 × 4"
+    assert rows["Concat(head_1..head_h)"] == "4 × 512"
+    assert rows["Concat · W_O"] == "4 × 512"
+    gqa = {r["stage"]: r["formula"] for r in multihead_shapes(4, 512, 8, n_kv_heads=2)}
+    assert gqa["W_k^j, W_v^j"].endswith(", 2")

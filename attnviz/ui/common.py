@@ -244,3 +244,11 @@ def cached_sharing_check(text: str, config: StackConfig):
     from attnviz.sharing import sharing_check
 
     return sharing_check(text, config)
+
+
+@st.cache_resource(show_spinner=False)
+def cached_sweeps() -> tuple[list[dict], list[dict]]:
+    """The variance and saturation sweeps of the Why-√d_k page: deterministic, computed once."""
+    from attnviz.lessons import saturation_sweep, variance_sweep
+
+    return variance_sweep(n_samples=20_000), saturation_sweep()
