@@ -5,6 +5,10 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 PORT ?= 8501
+# glibc returns every large buffer to the OS and maps fresh zeroed pages for the next one; a trace
+# keeps ~170 MiB of new tensors at n = 512, so keeping freed memory in the heap makes BERT traces
+# (and plain forwards) about a third faster. bench/hooked.py: 422 -> 236 ms at n = 512.
+MALLOC := MALLOC_MMAP_THRESHOLD_=268435456 MALLOC_TRIM_THRESHOLD_=536870912
 
 .PHONY: run test lint unit e2e bench clean
 
@@ -24,7 +28,7 @@ $(TEST_STAMP): requirements.txt requirements-test.txt | $(PY)
 	touch $(RUN_STAMP) $@
 
 run: $(RUN_STAMP)
-	$(VENV)/bin/streamlit run app.py --server.port $(PORT) --browser.gatherUsageStats false
+	$(MALLOC) $(VENV)/bin/streamlit run app.py --server.port $(PORT) --browser.gatherUsageStats false
 
 test: $(TEST_STAMP)
 	$(VENV)/bin/ruff format --check .
@@ -38,9 +42,9 @@ e2e: $(TEST_STAMP)
 	$(PY) -m pytest -m e2e
 
 bench: $(RUN_STAMP)
-	$(PY) bench/engine.py
-	$(PY) bench/hooked.py
-	$(PY) bench/app.py
+	$(MALLOC) $(PY) bench/engine.py
+	$(MALLOC) $(PY) bench/hooked.py
+	$(MALLOC) $(PY) bench/app.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

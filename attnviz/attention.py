@@ -12,7 +12,6 @@ class Attended:
     """What one attention call computed; leading dims are whatever the inputs had (e.g. [head])."""
 
     scores: torch.Tensor  # [..., head, q, k] raw q·k, before scale and mask
-    logits: torch.Tensor  # [..., head, q, k] scores * scale, -inf where masked
     weights: torch.Tensor  # [..., head, q, k] softmax over keys; masked entries exactly 0
     z: torch.Tensor  # [..., head, q, d_head] weights @ v
 
@@ -22,6 +21,8 @@ def expand_kv(kv: torch.Tensor, n_heads: int) -> torch.Tensor:
     n_kv = kv.shape[-3]
     if n_heads % n_kv:
         raise ValueError(f"n_kv_heads={n_kv} does not divide n_heads={n_heads}")
+    if n_kv == n_heads:
+        return kv  # MHA: nothing to share, nothing to copy
     return kv.repeat_interleave(n_heads // n_kv, dim=-3)  # [..., head, k, d_head]
 
 
@@ -42,15 +43,18 @@ def attend(
     k_full = expand_kv(k, n_heads)  # [..., head, k, d_head]
     v_full = expand_kv(v, n_heads)  # [..., head, k, d_head]
     scores = q @ k_full.transpose(-1, -2)  # [..., head, q, k]
-    logits = scores * scale  # [..., head, q, k]
+    logits = scores * scale  # [..., head, q, k] a fresh buffer: safe to mask in place
     if mask is None:
         weights = torch.softmax(logits, dim=-1)  # [..., head, q, k]
     else:
         mask = mask.to(torch.bool)
-        logits = logits.masked_fill(~mask, float("-inf"))
-        any_key = mask.any(dim=-1, keepdim=True)  # [..., q, 1]
+        blocked = ~mask
+        logits.masked_fill_(blocked, float("-inf"))
         # Rows with no allowed key would be softmax(-inf...) = NaN; give them zeros instead.
-        weights = torch.softmax(logits.masked_fill(~any_key, 0.0), dim=-1)
-        weights = weights.masked_fill(~mask, 0.0)
+        empty_rows = ~mask.any(dim=-1, keepdim=True)  # [..., q, 1]
+        if bool(empty_rows.any()):
+            logits.masked_fill_(empty_rows, 0.0)
+        weights = torch.softmax(logits, dim=-1).masked_fill_(blocked, 0.0)  # [..., head, q, k]
+    del logits
     z = weights @ v_full  # [..., head, q, d_head]
-    return Attended(scores=scores, logits=logits, weights=weights, z=z)
+    return Attended(scores=scores, weights=weights, z=z)
