@@ -205,7 +205,10 @@ S: dict[str, tuple[str, str]] = {
         "每个查询头都有自己的 W_q。多头注意力（MHA）中每个头也有自己的键和值；多查询注意力（MQA）让所有头共享一组 K 和 V；分组查询注意力（GQA）介于两者之间：同一组的头共享一个 K/V 头。K/V 头越少，参数越少，生成文本时的 KV 缓存越小，但质量可能略有下降。",
     ),
     "sh.kv": ("K/V heads", "K/V 头数"),
-    "sh.mode": ("This is {mode}: {h} query heads read {kv} K/V heads, {g} per group.", "当前是 {mode}：{h} 个查询头读取 {kv} 个 K/V 头，每组 {g} 个。"),
+    "sh.mode": (
+        "This is {mode}: {h} query heads read {kv} K/V heads, {g} per group.",
+        "当前是 {mode}：{h} 个查询头读取 {kv} 个 K/V 头，每组 {g} 个。",
+    ),
     "sh.rule": (
         "Query head h reads K/V head h // (n_heads / n_kv_heads) — PyTorch's rule (scaled_dot_product_attention with enable_gqa). Note 003's split_head code does not run: it indexes a 3-D tensor with five indices and reshapes the groups in the wrong order.",
         "查询头 h 读取第 h // (n_heads / n_kv_heads) 个 K/V 头——这是 PyTorch 的约定（scaled_dot_product_attention 的 enable_gqa）。笔记 003 的 split_head 代码无法运行：它用五个下标索引三维张量，并以错误的顺序重排分组。",
@@ -216,15 +219,24 @@ S: dict[str, tuple[str, str]] = {
     "sh.check_tied": ("GQA = MHA with K/V copied per group", "GQA = 每组复制 K/V 的 MHA"),
     "sh.check_all": ("GQA with h groups = MHA", "h 组的 GQA = MHA"),
     "sh.check_one": ("GQA with 1 group = MQA", "1 组的 GQA = MQA"),
-    "sh.check_help": ("Largest difference between the two outputs. Anything below about 1e-5 is float32 rounding (the sums run in a different order), so each pair computes the same thing.", "两个输出之间的最大差异。低于约 1e-5 的差异来自 float32 舍入（求和顺序不同），所以每一对计算的是同一件事。"),
-    "sh.table": ("The comparison, with the numbers of this configuration", "对比表（使用当前配置的数值）"),
+    "sh.check_help": (
+        "Largest difference between the two outputs. Anything below about 1e-5 is float32 rounding (the sums run in a different order), so each pair computes the same thing.",
+        "两个输出之间的最大差异。低于约 1e-5 的差异来自 float32 舍入（求和顺序不同），所以每一对计算的是同一件事。",
+    ),
+    "sh.table": (
+        "The comparison, with the numbers of this configuration",
+        "对比表（使用当前配置的数值）",
+    ),
     # BERT page
     "bert.title": ("Pretrained BERT", "预训练 BERT"),
     "bert.intro": (
         "A real pretrained encoder with its attention intercepted: every head's q, k, v, raw scores, weights and outputs, exactly as the model computes them. The default is all-MiniLM-L6-v2 (6 layers × 12 heads), bundled so it works offline; its vocabulary is English, so Chinese characters mostly become [UNK] — load bert-base-chinese from a folder for Chinese.",
         "一个真实的预训练编码器，其注意力被截获：每个头的 q、k、v、原始分数、权重和输出，与模型的计算完全一致。默认模型是 all-MiniLM-L6-v2（6 层 × 12 个头），随软件包提供，离线可用；它的词表是英文的，中文字符大多会变成 [UNK]——如需中文，请从本地文件夹加载 bert-base-chinese。",
     ),
-    "bert.model": ("Model (blank = bundled all-MiniLM-L6-v2)", "模型（留空 = 内置 all-MiniLM-L6-v2）"),
+    "bert.model": (
+        "Model (blank = bundled all-MiniLM-L6-v2)",
+        "模型（留空 = 内置 all-MiniLM-L6-v2）",
+    ),
     "bert.model_help": (
         "A Hugging Face id (needs the model in the local cache or a network) or a folder with config.json, the weights and the tokenizer files. Remote code is never run.",
         "Hugging Face 模型名（需要本地缓存或网络）或包含 config.json、权重和分词器文件的文件夹。从不运行远程代码。",
@@ -241,14 +253,32 @@ S: dict[str, tuple[str, str]] = {
         "只对这次计算修改模型，再与未修改的模型比较：权重变化最大的头、某个头的差异，以及句向量移动了多少。",
     ),
     "bert.ablate": ("Silence heads (z set to 0 before W_O)", "屏蔽头（在 W_O 之前把 z 置 0）"),
-    "bert.mask": ("Hide tokens (no query may attend to them)", "隐藏词元（任何查询都不能关注它们）"),
-    "bert.cosine": ("Sentence embedding cosine to the unchanged model", "与未修改模型的句向量余弦相似度"),
-    "bert.shift_title": ("How far each head's weights moved (0 = unchanged, 1 = disjoint)", "每个头的权重移动了多少（0 = 不变，1 = 完全不同）"),
-    "bert.diff_title": ("Layer {l}, head {h}: weights − unchanged weights", "第 {l} 层第 {h} 个头：权重 − 未修改时的权重"),
+    "bert.mask": (
+        "Hide tokens (no query may attend to them)",
+        "隐藏词元（任何查询都不能关注它们）",
+    ),
+    "bert.cosine": (
+        "Sentence embedding cosine to the unchanged model",
+        "与未修改模型的句向量余弦相似度",
+    ),
+    "bert.shift_title": (
+        "How far each head's weights moved (0 = unchanged, 1 = disjoint)",
+        "每个头的权重移动了多少（0 = 不变，1 = 完全不同）",
+    ),
+    "bert.diff_title": (
+        "Layer {l}, head {h}: weights − unchanged weights",
+        "第 {l} 层第 {h} 个头：权重 − 未修改时的权重",
+    ),
     "bert.diff_layer": ("Layer to compare", "比较的层"),
     "bert.diff_head": ("Head to compare", "比较的头"),
-    "bert.no_change": ("All knobs are at their defaults: the trace is the model's own.", "所有开关都是默认值：显示的是模型本来的计算。"),
-    "bert.unk": ("{n} of the tokens are [UNK]: this model's vocabulary does not know them.", "有 {n} 个词元是 [UNK]：这个模型的词表不认识它们。"),
+    "bert.no_change": (
+        "All knobs are at their defaults: the trace is the model's own.",
+        "所有开关都是默认值：显示的是模型本来的计算。",
+    ),
+    "bert.unk": (
+        "{n} of the tokens are [UNK]: this model's vocabulary does not know them.",
+        "有 {n} 个词元是 [UNK]：这个模型的词表不认识它们。",
+    ),
     # why sqrt(d_k)
     "ws.title": ("Why divide by √d_k?", "为什么要除以 √d_k？"),
     "ws.intro": (
@@ -262,9 +292,18 @@ S: dict[str, tuple[str, str]] = {
     "ws.var_one": ("theory: 1", "理论：1"),
     "ws.var_metric": ("At d_k = 64: Var(q·k) / d_k", "d_k = 64 时：Var(q·k) / d_k"),
     "ws.std_metric": ("At d_k = 64: std of q·k (theory 8)", "d_k = 64 时：q·k 的标准差（理论 8）"),
-    "ws.sat_title": ("Softmax over {n} keys: mean max weight", "{n} 个键上的 softmax：平均最大权重"),
-    "ws.ent_title": ("Mean entropy (nats; uniform = {u:.2f})", "平均熵（nats；均匀分布 = {u:.2f}）"),
-    "ws.jac_title": ("Size of the softmax gradient ‖diag(p) − p pᵀ‖", "softmax 梯度的大小 ‖diag(p) − p pᵀ‖"),
+    "ws.sat_title": (
+        "Softmax over {n} keys: mean max weight",
+        "{n} 个键上的 softmax：平均最大权重",
+    ),
+    "ws.ent_title": (
+        "Mean entropy (nats; uniform = {u:.2f})",
+        "平均熵（nats；均匀分布 = {u:.2f}）",
+    ),
+    "ws.jac_title": (
+        "Size of the softmax gradient ‖diag(p) − p pᵀ‖",
+        "softmax 梯度的大小 ‖diag(p) − p pᵀ‖",
+    ),
     "ws.jac_help": (
         "Every gradient that reaches the scores passes through this Jacobian. Unscaled, it shrinks towards 0 as d_k grows: the softmax is saturated and barely learns. Scaled, it stays put.",
         "所有传到分数上的梯度都要经过这个雅可比矩阵。不缩放时，随着 d_k 增大它趋近于 0：softmax 饱和，几乎学不动。缩放后它保持稳定。",
@@ -283,7 +322,10 @@ S: dict[str, tuple[str, str]] = {
         "Multi-head attention splits d_model into h heads of d_k = d_model / h. Each head has its own W_q, W_k, W_v, attends on its own, and produces an n × d_v output; the heads are concatenated (torch.cat) back to n × h·d_v and W_O mixes them into d_model. With h·d_k = d_model, h heads cost about the same as one full-width head: the same matrices, cut into slices.",
         "多头注意力把 d_model 分成 h 个头，每个头 d_k = d_model / h。每个头有自己的 W_q、W_k、W_v，独立计算注意力，输出 n × d_v；各头拼接（torch.cat）回 n × h·d_v，再由 W_O 混合回 d_model。当 h·d_k = d_model 时，h 个头的开销与一个全宽的头大致相同：矩阵一样大，只是被切成了片。",
     ),
-    "mh.shapes": ("The shapes, for this configuration and your {n} tokens", "当前配置和你的 {n} 个词元下的形状"),
+    "mh.shapes": (
+        "The shapes, for this configuration and your {n} tokens",
+        "当前配置和你的 {n} 个词元下的形状",
+    ),
     "mh.heads_z": ("Each head's output z (n × d_v)", "每个头的输出 z（n × d_v）"),
     "mh.concat": ("Concat(head_1 … head_h)", "拼接（head_1 … head_h）"),
     "mh.output": ("· W_O = output", "· W_O = 输出"),
@@ -295,11 +337,17 @@ S: dict[str, tuple[str, str]] = {
     "mh.col.layer": ("attention layer", "注意力层"),
     "mh.col.params": ("parameters", "参数量"),
     "mh.col.in_d2": ("in units of d_model²", "以 d_model² 为单位"),
-    "mh.row.single": ("single head, d_k = d_model, no W_O (note 001)", "单头，d_k = d_model，无 W_O（笔记 001）"),
+    "mh.row.single": (
+        "single head, d_k = d_model, no W_O (note 001)",
+        "单头，d_k = d_model，无 W_O（笔记 001）",
+    ),
     "mh.row.multi": ("multi-head, {h} heads, with W_O", "多头，{h} 个头，含 W_O"),
     "mh.row.gqa": ("GQA, {kv} K/V heads", "GQA，{kv} 个 K/V 头"),
     "mh.row.mqa": ("MQA, 1 K/V head", "MQA，1 个 K/V 头"),
-    "mh.transformer": ("A whole Transformer (encoder-decoder, shared embeddings)", "完整的 Transformer（编码器-解码器，共享词嵌入）"),
+    "mh.transformer": (
+        "A whole Transformer (encoder-decoder, shared embeddings)",
+        "完整的 Transformer（编码器-解码器，共享词嵌入）",
+    ),
     "mh.total": ("Total: {m:.1f} M parameters", "总计：{m:.1f} M 参数"),
     "mh.kv": ("KV cache when generating", "生成时的 KV 缓存"),
     "mh.kv_help": (
@@ -313,7 +361,10 @@ S: dict[str, tuple[str, str]] = {
     "mh.col.kv_heads": ("K/V heads", "K/V 头数"),
     "mh.col.per_token": ("per token", "每个词元"),
     "mh.col.total": ("for this length and batch", "此长度与批大小"),
-    "mh.table3": ("Table 3 of “Attention Is All You Need”, from the calculator", "用计算器复现《Attention Is All You Need》表 3"),
+    "mh.table3": (
+        "Table 3 of “Attention Is All You Need”, from the calculator",
+        "用计算器复现《Attention Is All You Need》表 3",
+    ),
     "mh.table3_help": (
         "The paper's params column next to the calculator's count with its shared vocabulary of about 37,000 tokens. Rows A keep h·d_k = 512, so every matrix keeps its size: the paper leaves them blank and the count equals the base model's. The gap of about 2 M in every d_model = 512 row (6.5 % of the small N = 2 model) sits outside the layers, most likely a vocabulary a little larger than 37,000.",
         "论文的参数列与计算器结果并排（共享词表约 37,000 个词元）。A 组保持 h·d_k = 512，每个矩阵大小不变：论文此处留空，计数与基础模型相同。每个 d_model = 512 的行都差约 2 M（在 N = 2 的小模型上占 6.5%），差异在层之外，很可能是词表略大于 37,000。",

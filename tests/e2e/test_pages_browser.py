@@ -38,7 +38,7 @@ def test_step_by_step_walks_forward(big_page, lang: str) -> None:
         big_page.settle()
     assert big_page.page.get_by_text("4 ·").count() >= 1
     assert nxt.is_disabled()
-    big_page.shot(f"step-by-step-{lang[:2].lower()}")
+    big_page.shot("step-by-step-" + ("en" if lang == "English" else "zh"))
 
 
 @pytest.mark.parametrize("size", ["page", "big_page"])
@@ -47,3 +47,23 @@ def test_sharing_page(size: str, request) -> None:
     p.open("sharing?sh_kv=2")
     assert p.wait_count(HEATMAPS, 2) == 2
     p.shot("sharing")
+
+
+@pytest.mark.parametrize("size", ["page", "big_page"])
+@pytest.mark.parametrize("name", ["why_scale", "multihead"])
+def test_lesson_pages(name: str, size: str, request) -> None:
+    p = request.getfixturevalue(size)
+    p.open(name)
+    assert p.wait_count('[data-testid="stPlotlyChart"]', 4, timeout=60, at_least=True) >= 4
+    p.shot(name)
+    p.open(f"{name}?lang=中文")
+    p.shot(f"{name}-zh")
+
+
+def test_every_page_is_in_the_navigation(page) -> None:
+    page.open()
+    links = page.page.locator('[data-testid="stSidebarNav"] a')
+    assert links.count() == 6
+    for i in range(6):
+        links.nth(i).click()
+        page.settle()

@@ -36,5 +36,5 @@ def test_scaling_toggle_and_url_state(page) -> None:
 def test_playground_projector_size(big_page) -> None:
     big_page.open("?lang=中文")
     assert big_page.wait_count(PLOTS, 4) == 4
-    assert big_page.page.get_by_text("实验场", exact=True).count() == 1
+    assert big_page.page.get_by_role("heading", name="实验场").count() == 1
     big_page.shot("playground-zh")
