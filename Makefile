@@ -21,10 +21,11 @@ $(RUN_STAMP): requirements.txt | $(PY)
 
 $(TEST_STAMP): requirements.txt requirements-test.txt | $(PY)
 	$(PY) -m pip install --quiet -r requirements-test.txt
-	@# Browser tests use Debian's chromium (Playwright never downloads a browser here).
-	@command -v chromium >/dev/null 2>&1 || { \
+	@# Browser tests use Debian's chromium (Playwright never downloads a browser here), and the
+	@# screenshots need a CJK font to show the Chinese interface.
+	@{ command -v chromium && fc-list :lang=zh | grep -q . ; } >/dev/null 2>&1 || { \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium; }
+		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium fonts-noto-cjk; }
 	touch $(RUN_STAMP) $@
 
 run: $(RUN_STAMP)
