@@ -83,8 +83,12 @@ if changed:
             fig.update_xaxes(tickangle=0)
             ui.chart(fig, key="shift")
         d1, d2 = st.columns(2)
-        la = d1.slider(t("bert.diff_layer"), 0, model.n_layers - 1, 0, key="d_layer")
-        h = d2.slider(t("bert.diff_head"), 0, model.n_heads - 1, 0, key="d_head")
+        la = d1.slider(
+            t("bert.diff_layer"), 0, model.n_layers - 1, 0, key="d_layer", bind="query-params"
+        )
+        h = d2.slider(
+            t("bert.diff_head"), 0, model.n_heads - 1, 0, key="d_head", bind="query-params"
+        )
         fig = figures.diff_heatmap(
             trace.layers[la].weights[h],
             base_trace.layers[la].weights[h],

@@ -118,7 +118,9 @@ st.dataframe(
 )
 
 st.markdown(f"**{t('mh.transformer')}**")
-vocab = st.number_input(t("mh.vocab"), 1000, 300_000, 37_000, step=1000, key="mh_vocab")
+vocab = st.number_input(
+    t("mh.vocab"), 1000, 300_000, 37_000, step=1000, key="mh_vocab", bind="query-params"
+)
 parts = costs.transformer_params_breakdown(
     d_model, n_heads, d_ff, n_layers, int(vocab), n_kv_heads=n_kv
 )
@@ -131,9 +133,9 @@ st.dataframe(
 st.subheader(t("mh.kv"))
 st.caption(t("mh.kv_help"))
 k1, k2, k3 = st.columns(3)
-seq = k1.number_input(t("mh.seq"), 1, 1_000_000, 4096, step=512, key="mh_seq")
-batch = k2.number_input(t("mh.batch"), 1, 4096, 1, key="mh_batch")
-nbytes = k3.selectbox(t("mh.bytes"), [4, 2, 1, 0.5], index=1, key="mh_bytes")
+seq = k1.number_input(t("mh.seq"), 1, 1_000_000, 4096, step=512, key="mh_seq", bind="query-params")
+batch = k2.number_input(t("mh.batch"), 1, 4096, 1, key="mh_batch", bind="query-params")
+nbytes = k3.selectbox(t("mh.bytes"), [4, 2, 1, 0.5], index=1, key="mh_bytes", bind="query-params")
 kinds = [("MHA", n_heads)] + ([("GQA", n_kv)] if 1 < n_kv < n_heads else []) + [("MQA", 1)]
 st.dataframe(
     pd.DataFrame(

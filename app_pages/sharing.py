@@ -1,10 +1,11 @@
 """MHA, MQA and GQA (note 003): who shares which K/V, keys per group, live equivalence checks."""
 
+import pandas as pd
 import streamlit as st
 
 from attnviz import figures, ui
 from attnviz.config import StackConfig, divisors
-from attnviz.sharing import kv_head_of
+from attnviz.sharing import comparison, kv_head_of
 
 t = ui.t
 st.title(t("sh.title"))
@@ -57,3 +58,27 @@ if trace is not None:
     m2.metric(t("sh.check_all"), f"{check.all_groups_vs_mha:.1e}")
     m3.metric(t("sh.check_one"), f"{check.one_group_vs_mqa:.1e}")
     st.caption(t("sh.check_help"))
+
+st.subheader(t("sh.table"))
+seq_len = 4096
+numbers = comparison(config, seq_len=seq_len)
+mha, mqa, gqa = numbers.values()
+own, group, shared = t("sh.own"), t("sh.shared_group"), t("sh.shared_all")
+rows = {
+    t("sh.row.q"): (own, own, own),
+    t("sh.row.k"): (own, shared, group),
+    t("sh.row.v"): (own, shared, group),
+    t("sh.row.kv_heads"): tuple(str(c["kv_heads"]) for c in (mha, mqa, gqa)),
+    t("sh.row.params"): tuple(f"{c['params']:,}" for c in (mha, mqa, gqa)),
+    t("sh.row.kv_params"): tuple(f"{c['kv_params']:,}" for c in (mha, mqa, gqa)),
+    t("sh.row.cache", n=seq_len): tuple(
+        f"{c['cache_bytes'] / 2**20:,.2f} MiB" for c in (mha, mqa, gqa)
+    ),
+    t("sh.row.flex"): (t("sh.flex.mha"), t("sh.flex.mqa"), t("sh.flex.gqa")),
+    t("sh.row.use"): (t("sh.use.mha"), t("sh.use.mqa"), t("sh.use.gqa")),
+}
+st.dataframe(
+    pd.DataFrame(rows, index=list(numbers)).T.reset_index(names=""),
+    hide_index=True,
+    width="stretch",
+)

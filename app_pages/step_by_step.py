@@ -30,6 +30,7 @@ query = st.radio(
     horizontal=True,
     key="st_query",
     index=min(1, n - 1),  # note 000 follows position 2, "爱"
+    bind="query-params",
 )
 
 with st.expander(t("st.inputs"), expanded=False):
@@ -52,7 +53,7 @@ with st.expander(t("st.inputs"), expanded=False):
         with col:
             ui.numbers(m, dims, wt.tokens, name, key=f"qkv_{name}", highlight=query)
 
-st.session_state.setdefault("step", 0)
+ui.url_seed("step", list(range(len(STEPS))), 0)
 b1, b2, b3 = st.columns([1, 2, 1])
 if b1.button(t("st.prev"), disabled=st.session_state.step == 0, width="stretch"):
     st.session_state.step -= 1
@@ -60,6 +61,7 @@ if b1.button(t("st.prev"), disabled=st.session_state.step == 0, width="stretch")
 if b3.button(t("st.next"), disabled=st.session_state.step == len(STEPS) - 1, width="stretch"):
     st.session_state.step += 1
     st.rerun()
+ui.url_sync("step", 0)
 step = STEPS[st.session_state.step]
 b2.progress(
     (st.session_state.step + 1) / len(STEPS), text=t("st.step_of", i=st.session_state.step + 1)

@@ -76,3 +76,22 @@ def sharing_check(text: str, config: StackConfig) -> SharingCheck:
         all_groups_vs_mha=gap(as_gqa.layers[0].output, as_mha.layers[0].output),
         one_group_vs_mqa=gap(via_gqa, mqa_out),
     )
+
+
+def comparison(config: StackConfig, seq_len: int = 4096, bytes_per_value: float = 2) -> dict:
+    """Note 003's MHA / MQA / GQA table with numbers for `config`: K/V heads, parameters of one
+    attention layer (and of W_k + W_v alone), and KV-cache bytes per layer at `seq_len`."""
+    from attnviz import costs
+
+    d, h, dh = config.d_model, config.n_heads, config.head_dim
+    kinds = {"MHA": h, "MQA": 1, f"GQA (G = {config.kv_heads})": config.kv_heads}
+    out = {}
+    for name, kv in kinds.items():
+        parts = costs.attention_params_breakdown(d, h, dh, dh, kv)
+        out[name] = {
+            "kv_heads": kv,
+            "params": sum(parts.values()),
+            "kv_params": parts["W_K"] + parts["W_V"],
+            "cache_bytes": costs.kv_cache_bytes(1, kv, dh, seq_len, 1, bytes_per_value),
+        }
+    return out

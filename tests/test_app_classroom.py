@@ -131,3 +131,17 @@ def test_multihead_page_kv_cache_shrinks_with_sharing() -> None:
     assert sizes[0] == pytest.approx(4 * sizes[1], rel=1e-3) and sizes[1] == pytest.approx(
         2 * sizes[2], rel=1e-3
     )
+
+
+def test_sharing_page_has_the_notes_comparison_table() -> None:
+    at = app(SHARING_PAGE, query={"sh_kv": "2"})
+    table = at.dataframe[0].value
+    assert list(table.columns)[1:] == ["MHA", "MQA", "GQA (G = 2)"]
+    kv_row = table[table.iloc[:, 0] == "K/V heads"].iloc[0]
+    assert list(kv_row[1:]) == ["8", "1", "2"]
+
+
+def test_step_index_is_in_the_url() -> None:
+    at = app(STEPS_PAGE, query={"step": "2"})
+    assert not at.exception
+    assert at.subheader[0].value.startswith("3 ·")

@@ -20,3 +20,14 @@ def test_equivalences_hold(n_kv: int, causal: bool) -> None:
     assert check.gqa_vs_tied_mha < 1e-5
     assert check.all_groups_vs_mha < 1e-5
     assert check.one_group_vs_mqa < 1e-5
+
+
+def test_comparison_numbers_shrink_with_sharing() -> None:
+    from attnviz.sharing import comparison
+
+    table = comparison(StackConfig(d_model=512, n_heads=8, n_kv_heads=2), seq_len=1000)
+    mha, mqa, gqa = table["MHA"], table["MQA"], table["GQA (G = 2)"]
+    assert mha["params"] == 4 * 512 * 512
+    assert mha["kv_params"] == 2 * 512 * 512 and mqa["kv_params"] == 2 * 512 * 64
+    assert gqa["kv_params"] == 2 * mqa["kv_params"]
+    assert mha["cache_bytes"] == 2 * 8 * 64 * 1000 * 2 == 8 * mqa["cache_bytes"]

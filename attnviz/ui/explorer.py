@@ -93,7 +93,9 @@ def heads_grid(trace: Trace, layer: int) -> None:
 @st.fragment
 def overview(trace: Trace) -> None:
     """Every layer x head in one image; pick one to drill in."""
-    shared = st.toggle(t("ex.shared_scale"), key="mosaic_shared", help=t("ex.shared_help"))
+    shared = st.toggle(
+        t("ex.shared_scale"), key="mosaic_shared", help=t("ex.shared_help"), bind="query-params"
+    )
     c1, c2 = st.columns(2)
     with c1:
         layer = pick_layer(trace)
@@ -175,7 +177,9 @@ def detail(trace: Trace) -> None:
     with c2:
         head = pick_head(trace)
     with c3:
-        shared = st.toggle(t("ex.shared_scale"), key="shared", help=t("ex.shared_help"))
+        shared = st.toggle(
+            t("ex.shared_scale"), key="shared", help=t("ex.shared_help"), bind="query-params"
+        )
     st.caption(t("ex.detail_help"))
     _head_triplet(trace, layer, head, shared)
 
