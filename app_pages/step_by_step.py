@@ -22,6 +22,8 @@ except ValueError:
     st.stop()
 
 n, d = len(wt.tokens), wt.d_k
+if wt.n_input_tokens > n:
+    st.info(t("st.truncated", n=wt.n_input_tokens, k=n))
 dims = [f"d{i}" for i in range(d)]
 query = st.radio(
     t("st.query"),

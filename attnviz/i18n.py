@@ -158,6 +158,10 @@ S: dict[str, tuple[str, str]] = {
         "Use the sidebar sentence instead of 我爱水课",
         "使用侧边栏的句子代替“我爱水课”",
     ),
+    "st.truncated": (
+        "Your sentence has {n} tokens; the walkthrough uses the first {k} so every number fits.",
+        "你的句子有 {n} 个词元；为了让每个数都放得下，这里只用前 {k} 个。",
+    ),
     "st.d_k": ("d_k (= d_model here)", "d_k（这里等于 d_model）"),
     "st.query": ("Follow the query", "跟踪查询"),
     "st.prev": ("◀ Previous step", "◀ 上一步"),

@@ -34,6 +34,7 @@ class Walkthrough:
     weights: torch.Tensor  # [n, n] row-wise softmax
     z: torch.Tensor  # [n, d_k] weights @ V
     causal: bool
+    n_input_tokens: int  # before keeping the first max_tokens
 
     @property
     def d_k(self) -> int:
@@ -49,7 +50,8 @@ def walkthrough(
     max_tokens: int = 12,
 ) -> Walkthrough:
     """One head with d_model = d_k on the first `max_tokens` tokens of `text`."""
-    tokens = tokenize(text)[:max_tokens]
+    all_tokens = tokenize(text)
+    tokens = all_tokens[:max_tokens]
     config = StackConfig(d_model=d_k, n_heads=1, use_scale=use_scale, causal=causal, seed=seed)
     w = build_weights(config)[0]
     x = inputs(tokens, config)  # [n, d_model]
@@ -75,6 +77,7 @@ def walkthrough(
         weights=weights,
         z=weights @ v,  # [n, d_k]
         causal=causal,
+        n_input_tokens=len(all_tokens),
     )
 
 

@@ -38,3 +38,8 @@ def test_unscaled_has_scale_one() -> None:
     wt = walkthrough(use_scale=False, d_k=16)
     assert wt.scale == 1.0
     torch.testing.assert_close(wt.scaled, wt.scores)
+
+
+def test_long_text_keeps_twelve_tokens_and_says_how_many_there_were() -> None:
+    wt = walkthrough("one two three four five six seven eight nine ten eleven twelve thirteen")
+    assert len(wt.tokens) == 12 and wt.n_input_tokens == 13
