@@ -18,6 +18,7 @@ pages = [
     st.Page("app_pages/step_by_step.py", title=ui.t("nav.steps"), icon=":material/footprint:"),
     st.Page("app_pages/why_scale.py", title=ui.t("nav.why_scale"), icon=":material/functions:"),
     st.Page("app_pages/multihead.py", title=ui.t("nav.multihead"), icon=":material/calculate:"),
+    st.Page("app_pages/positions.py", title=ui.t("nav.positions"), icon=":material/swap_horiz:"),
     st.Page("app_pages/sharing.py", title=ui.t("nav.sharing"), icon=":material/share:"),
 ]
 st.navigation(pages).run()

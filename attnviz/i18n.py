@@ -404,6 +404,58 @@ S: dict[str, tuple[str, str]] = {
     ),
     "mh.vocab": ("Vocabulary", "词表大小"),
     "mh.d_ff": ("d_ff", "d_ff"),
+    # positions and norms
+    "nav.positions": ("Positions & norms", "位置与归一化"),
+    "po.title": ("Word order, relative positions, and normalisation", "词序、相对位置与归一化"),
+    "po.order": (
+        "Without positions, attention cannot tell 狗咬人 from 人咬狗",
+        "没有位置信息，注意力分不清“狗咬人”和“人咬狗”",
+    ),
+    "po.order_help": (
+        "Attention compares every token with every other and sums the values: shuffle the tokens and each token gets exactly the same output, just at another place. Below, each token's final output in the first sentence is compared with the same token's in the second. Without positional encoding the difference is zero (float rounding); with sinusoidal encoding it is not.",
+        "注意力让每个词元与其他所有词元比较，再对值向量求和：打乱词元顺序，每个词元得到的输出完全一样，只是位置变了。下面比较第一句中每个词元的最终输出与第二句中同一词元的输出。没有位置编码时差异为零（浮点舍入）；有正弦位置编码时则不同。",
+    ),
+    "po.first": ("First sentence", "第一句"),
+    "po.second": ("Same tokens, another order", "相同词元，不同顺序"),
+    "po.token": ("token", "词元"),
+    "po.no_pe": ("max |Δ output|, no positional encoding", "最大 |Δ 输出|，无位置编码"),
+    "po.pe": ("max |Δ output|, sinusoidal encoding", "最大 |Δ 输出|，正弦位置编码"),
+    "po.relative": (
+        "Relative positions: attention that acts like a convolution (note 003)",
+        "相对位置：像卷积一样工作的注意力（笔记 003）",
+    ),
+    "po.relative_help": (
+        "Give the score a purely positional part: with offset δ = key − query, take r = [δ², δ] and v = −α[1, −2Δ]. Then v·r = −α(δ − Δ)² + αΔ²: the weights peak at δ = Δ and α sets how narrow the peak is. Note 003 derives the 2-D case as α‖δ‖², which peaks nowhere; keeping the Δ terms gives −α‖δ − Δ‖² + α‖Δ‖².",
+        "给分数加上纯位置的部分：设偏移 δ = 键位置 − 查询位置，取 r = [δ², δ]，v = −α[1, −2Δ]。于是 v·r = −α(δ − Δ)² + αΔ²：权重在 δ = Δ 处达到峰值，α 决定峰有多窄。笔记 003 在二维情形推出 α‖δ‖²，它没有峰值；保留 Δ 项才得到 −α‖δ − Δ‖² + α‖Δ‖²。",
+    ),
+    "po.delta": ("Δ (where the head looks, relative to the query)", "Δ（相对查询，头看向哪里）"),
+    "po.alpha": ("α (how sharply)", "α（多尖锐）"),
+    "po.bars": (
+        "One query (the middle position) over 15 positions",
+        "一个查询（中间位置）在 15 个位置上的权重",
+    ),
+    "po.kernel": (
+        "9 heads with Δ on a 3×3 grid, around the centre pixel of a 7×7 image",
+        "9 个头的 Δ 排成 3×3，作用于 7×7 图像的中心像素",
+    ),
+    "po.kernel_help": (
+        "Each thumbnail is one head's weights over the image. As α grows, head (Δ₁, Δ₂) looks at exactly one pixel, query + Δ: together the 9 heads read a 3×3 window, and W_O mixing their outputs with 9 numbers is a 3×3 convolution.",
+        "每个缩略图是一个头在整幅图像上的权重。α 增大时，头 (Δ₁, Δ₂) 只看一个像素：查询 + Δ。9 个头合起来读取一个 3×3 窗口，W_O 用 9 个数混合它们的输出，就是一个 3×3 卷积。",
+    ),
+    "po.norms": (
+        "LayerNorm vs BatchNorm on a (batch, seq, d_model) tensor (note 002)",
+        "在 (batch, seq, d_model) 张量上比较 LayerNorm 与 BatchNorm（笔记 002）",
+    ),
+    "po.norms_help": (
+        "LayerNorm normalises each token over its own d_model features: every row below gets mean 0 and std 1, whatever the batch. BatchNorm normalises each feature over all tokens of the batch: every column gets mean 0 and std 1 across the batch, so a token's result depends on the others. Transformers use LayerNorm, inside Add & Norm: LayerNorm(x + Sublayer(x)).",
+        "LayerNorm 对每个词元在它自己的 d_model 个特征上归一化：下面每一行均值为 0、标准差为 1，与批次无关。BatchNorm 对每个特征在整个批次的所有词元上归一化：每一列在批次内均值为 0、标准差为 1，因此一个词元的结果取决于其他词元。Transformer 使用 LayerNorm，位于残差与归一化中：LayerNorm(x + Sublayer(x))。",
+    ),
+    "po.x": ("x (sequence 0 of the batch)", "x（批次中的第 0 个序列）"),
+    "po.ln": ("LayerNorm(x): rows mean 0, std 1", "LayerNorm(x)：每行均值 0、标准差 1"),
+    "po.bn": (
+        "BatchNorm(x): columns mean 0, std 1 over the batch",
+        "BatchNorm(x)：每列在批次内均值 0、标准差 1",
+    ),
     # common view words
     "w.weights": ("softmax weights", "softmax 权重"),
     "w.scores": ("raw scores q·k", "原始分数 q·k"),

@@ -145,3 +145,43 @@ def test_step_index_is_in_the_url() -> None:
     at = app(STEPS_PAGE, query={"step": "2"})
     assert not at.exception
     assert at.subheader[0].value.startswith("3 ·")
+
+
+POSITIONS_PAGE = "app_pages/positions.py"
+
+
+@pytest.mark.parametrize("lang", ["English", "中文"])
+def test_positions_page_shows_order_blindness_and_the_kernel(lang: str) -> None:
+    at = app(POSITIONS_PAGE, query={"lang": lang})
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert list(table.iloc[:, 0]) == ["狗", "咬", "人"]
+    assert all(float(x) < 1e-5 for x in table.iloc[:, 1])  # no positions: the same outputs
+    assert all(float(x) > 1e-2 for x in table.iloc[:, 2])  # sinusoidal: different
+    bars = next(s for s in specs(at) if s["data"][0]["type"] == "bar")
+    weights = decode(bars["data"][0]["y"])
+    assert int(np.argmax(weights)) == 7 + 2  # peak at query + Δ (Δ = 2 by default)
+
+
+def test_positions_page_rejects_non_permutations_with_a_message() -> None:
+    at = app(POSITIONS_PAGE, query={"po_b": "猫咬人"})
+    assert not at.exception
+    assert any("same tokens" in i.value for i in at.info)
+
+
+def test_positions_page_alpha_sharpens_the_relative_peak() -> None:
+    wide = decode(
+        next(
+            s
+            for s in specs(app(POSITIONS_PAGE, query={"po_alpha": "0.1"}))
+            if s["data"][0]["type"] == "bar"
+        )["data"][0]["y"]
+    )
+    sharp = decode(
+        next(
+            s
+            for s in specs(app(POSITIONS_PAGE, query={"po_alpha": "5.0"}))
+            if s["data"][0]["type"] == "bar"
+        )["data"][0]["y"]
+    )
+    assert sharp.max() > wide.max() + 0.3

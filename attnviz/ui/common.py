@@ -252,3 +252,10 @@ def cached_sweeps() -> tuple[list[dict], list[dict]]:
     from attnviz.lessons import saturation_sweep, variance_sweep
 
     return variance_sweep(n_samples=20_000), saturation_sweep()
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def cached_order_check(text_a: str, text_b: str, config: StackConfig):
+    from attnviz.positions import order_blindness
+
+    return order_blindness(text_a, text_b, config)

@@ -50,7 +50,7 @@ def test_sharing_page(size: str, request) -> None:
 
 
 @pytest.mark.parametrize("size", ["page", "big_page"])
-@pytest.mark.parametrize("name", ["why_scale", "multihead"])
+@pytest.mark.parametrize("name", ["why_scale", "multihead", "positions"])
 def test_lesson_pages(name: str, size: str, request) -> None:
     p = request.getfixturevalue(size)
     p.open(name)
@@ -63,7 +63,7 @@ def test_lesson_pages(name: str, size: str, request) -> None:
 def test_every_page_is_in_the_navigation(page) -> None:
     page.open()
     links = page.page.locator('[data-testid="stSidebarNav"] a')
-    assert links.count() == 6
-    for i in range(6):
+    assert links.count() == 7
+    for i in range(7):
         links.nth(i).click()
         page.settle()
