@@ -63,36 +63,15 @@ for h in range(shown):
             y_title="",
         )
         ui.chart(fig, key=f"z_{h}")
-c1, c2 = st.columns(2)
-with c1:
-    concat = layer.z.transpose(0, 1).reshape(n, n_heads * d_k)  # [n, h*d_k]
-    fig = figures.heatmap(
-        concat,
-        [str(i) for i in range(n_heads * d_k)],
-        trace.tokens,
-        title=f"{t('mh.concat')} · {n} × {n_heads * d_k}",
-        value_name="z",
-        signed=True,
-        height=320,
-        max_ticks=8,
-        x_title="",
-        y_title="",
-    )
-    ui.chart(fig, key="concat")
-with c2:
-    fig = figures.heatmap(
-        layer.output,
-        [str(i) for i in range(d_model)],
-        trace.tokens,
-        title=f"{t('mh.output')} · {n} × {d_model}",
-        value_name="output",
-        signed=True,
-        height=320,
-        max_ticks=8,
-        x_title="",
-        y_title="",
-    )
-    ui.chart(fig, key="output")
+concat = layer.z.transpose(0, 1).reshape(n, n_heads * d_k)  # [n, h*d_k]: torch.cat of the heads
+panels = (
+    (concat, f"{t('mh.concat')} · {n} × {n_heads * d_k}", "concat"),
+    (layer.output, f"{t('mh.output')} · {n} × {d_model}", "output"),
+)
+for col, (matrix, title, name) in zip(st.columns(2), panels, strict=True):
+    with col:
+        fig = figures.vectors(matrix, trace.tokens, title=title, value_name=name, height=320)
+        ui.chart(fig, key=name)
 
 st.subheader(t("mh.params"))
 st.caption(t("mh.params_help"))

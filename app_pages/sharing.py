@@ -35,16 +35,13 @@ if trace is not None:
     cols = st.columns(per_row)
     for g in range(n_kv):
         heads = ", ".join(str(h) for h in range(n_heads) if kv_of[h] == g)
-        fig = figures.heatmap(
+        fig = figures.vectors(
             layer.k[g],
-            [str(i) for i in range(config.head_dim)],
             trace.key_tokens,
             title=t("sh.k_title", g=g, heads=heads),
             value_name="k",
-            signed=True,
             height=320,
             max_ticks=8,
-            x_title="dim",
             y_title=t("w.key"),
             show_scale=False,
         )

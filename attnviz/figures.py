@@ -395,3 +395,31 @@ def sharing_diagram(
     )
     fig.update_layout(plot_bgcolor="white")
     return _layout(fig, "", 240)
+
+
+def vectors(
+    matrix: torch.Tensor | np.ndarray,
+    tokens: Sequence[str],
+    *,
+    title: str = "",
+    value_name: str = "value",
+    height: int | None = 420,
+    max_ticks: int = 16,
+    y_title: str = "",
+    **kwargs,
+) -> go.Figure:
+    """One vector per token (rows) over its dimensions (columns), on a scale centred at 0."""
+    n_dims = matrix.shape[-1]
+    return heatmap(
+        matrix,
+        [str(i) for i in range(n_dims)],
+        tokens,
+        title=title,
+        value_name=value_name,
+        signed=True,
+        height=height,
+        max_ticks=max_ticks,
+        x_title="dim",
+        y_title=y_title,
+        **kwargs,
+    )

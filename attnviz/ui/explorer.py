@@ -258,35 +258,16 @@ def outputs(trace: Trace) -> None:
     with c2:
         head = pick_head(trace)
     lt = trace.layers[layer]
-    c1, c2 = st.columns(2)
-    with c1:
-        fig = figures.heatmap(
-            lt.z[head],
-            [str(i) for i in range(lt.z.shape[-1])],
-            trace.tokens,
-            title=t("ex.z_title", h=head),
-            value_name="z",
-            signed=True,
-            height=420,
-            max_ticks=16,
-            x_title="dim",
-            y_title=t("w.query"),
-        )
-        chart(fig, key="z")
-    with c2:
-        fig = figures.heatmap(
-            lt.output,
-            [str(i) for i in range(lt.output.shape[-1])],
-            trace.tokens,
-            title=t("ex.output_title"),
-            value_name="output",
-            signed=True,
-            height=420,
-            max_ticks=16,
-            x_title="dim",
-            y_title=t("w.query"),
-        )
-        chart(fig, key="output")
+    panels = (
+        (lt.z[head], t("ex.z_title", h=head), "z"),
+        (lt.output, t("ex.output_title"), "output"),
+    )
+    for col, (matrix, title, name) in zip(st.columns(2), panels, strict=True):
+        with col:
+            fig = figures.vectors(
+                matrix, trace.tokens, title=title, value_name=name, y_title=t("w.query")
+            )
+            chart(fig, key=name)
     st.caption(t("ex.outputs_help"))
 
 
