@@ -96,6 +96,17 @@ S: dict[str, tuple[str, str]] = {
     "ex.view.detail": ("Head detail", "单头详情"),
     "ex.view.query": ("One query, in numbers", "单个查询的数值"),
     "ex.view.outputs": ("Outputs", "输出"),
+    "ex.view.link": ("Link two tokens", "连接两个词元"),
+    "ex.link_key": ("Key token", "键词元"),
+    "ex.link_title": ("Weight from “{q}” to “{k}” in every head", "每个头中“{q}”对“{k}”的权重"),
+    "ex.link_help": (
+        "The heads ranked by how much of the query's attention lands on the key; a uniform head would give {u:.3f}.",
+        "按查询落在该键上的注意力排序；均匀分布的头会给出 {u:.3f}。",
+    ),
+    "ex.link_open": (
+        "Open layer {l}, head {h} in Head detail",
+        "在单头详情中打开第 {l} 层第 {h} 个头",
+    ),
     "ex.view.stats": ("Head statistics", "头统计"),
     "ex.head": ("Head", "头"),
     "ex.query": ("Query token", "查询词元"),

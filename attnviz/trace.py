@@ -183,3 +183,17 @@ def weight_shift(new: Trace, base: Trace) -> torch.Tensor:
     if a.shape != b.shape:
         raise ValueError(f"traces differ in shape: {tuple(a.shape)} vs {tuple(b.shape)}")
     return 0.5 * (a - b).abs().sum(-1).mean(-1)
+
+
+def heads_linking(
+    trace: Trace, query: int, key: int, top: int = 10
+) -> list[tuple[int, int, float]]:
+    """The heads that put the most weight from `query` on `key`, as (layer, head, weight), best
+    first: which head links "it" to "animal"?"""
+    n_q, n_k = trace.layers[0].weights.shape[-2:]
+    if not (0 <= query < n_q and 0 <= key < n_k):
+        raise ValueError(f"query={query}, key={key} must be positions below {n_q} and {n_k}")
+    w = trace.weights()[:, :, query, key]  # [layer, head]
+    order = torch.argsort(w.flatten(), descending=True)[:top]
+    n_heads = w.shape[1]
+    return [(int(i) // n_heads, int(i) % n_heads, float(w.flatten()[i])) for i in order]

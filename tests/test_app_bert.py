@@ -86,3 +86,16 @@ def test_bert_page_in_chinese() -> None:
     at = app(BERT, query={"lang": "中文"})
     assert not at.exception
     assert "预训练" in page_text(at)
+
+
+def test_link_view_finds_the_head_that_links_it_to_animal_and_opens_it() -> None:
+    at = app(BERT, query={"view": "link", "query": "10", "link_key": "2"})
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert (int(table.iloc[0]["layer"]), int(table.iloc[0]["head"])) == (5, 11)
+    grid = z_of(heatmap_specs(at)[0])
+    assert grid.shape == (6, 12) and grid.max() == pytest.approx(table.iloc[0]["weight"], abs=1e-4)
+    at.button(key="link_open").click().run()
+    assert not at.exception
+    assert at.slider(key="layer").value == 5 and at.slider(key="head").value == 11
+    assert len(heatmap_specs(at)) == 3  # head detail: scores, logits, weights

@@ -9,10 +9,10 @@ import streamlit as st
 import torch
 
 from attnviz import figures, frames
-from attnviz.trace import Trace, mean_entropy, mean_max_weight
+from attnviz.trace import Trace, heads_linking, mean_entropy, mean_max_weight
 from attnviz.ui.common import chart, t, url_seed, url_sync
 
-VIEWS = ("heads", "overview", "detail", "query", "outputs", "stats")
+VIEWS = ("heads", "overview", "detail", "query", "link", "outputs", "stats")
 
 
 def pick_view(default: str, views: tuple[str, ...] = VIEWS) -> str:
@@ -249,6 +249,60 @@ def one_query(trace: Trace) -> None:
     st.caption(t("ex.qk_help", kv=kv))
 
 
+def _open_detail(layer: int, head: int) -> None:
+    st.session_state["layer"], st.session_state["head"] = layer, head
+    st.session_state["view"] = "detail"
+
+
+def link(trace: Trace) -> None:
+    """Which heads link a query token to a key token (it → animal)? Every head ranked."""
+    keys = trace.key_tokens
+    c1, c2 = st.columns(2)
+    with c1:
+        query = pick_query(trace)
+    with c2:
+        url_seed("link_key", list(range(len(keys))), 0)
+        if not 0 <= st.session_state["link_key"] < len(keys):
+            st.session_state["link_key"] = 0
+        key = st.selectbox(
+            t("ex.link_key"), range(len(keys)), format_func=lambda j: f"{j}: {keys[j]}",
+            key="link_key",
+        )  # fmt: skip
+        url_sync("link_key", 0)
+    grid = trace.weights()[:, :, query, key]  # [layer, head]
+    fig = figures.heatmap(
+        grid,
+        [f"H{h}" for h in range(grid.shape[1])],
+        [f"L{la}" for la in range(grid.shape[0])],
+        title=t("ex.link_title", q=trace.tokens[query], k=keys[key]),
+        value_name=t("w.weights"),
+        zmin=0.0,
+        zmax=max(float(grid.max()), 1e-6),
+        show_values=grid.numel() <= 400,
+        height=90 + 34 * grid.shape[0],
+        x_title=t("ex.head"),
+        y_title=t("pg.layer"),
+    )
+    fig.update_xaxes(tickangle=0)
+    chart(fig, key="link_grid")
+    top = heads_linking(trace, query, key, top=min(10, grid.numel()))
+    uniform = 1 / len(keys)
+    st.caption(t("ex.link_help", u=uniform))
+    st.dataframe(
+        [{"layer": la, "head": h, "weight": round(w, 4), "× uniform": round(w / uniform, 1)}
+         for la, h, w in top],
+        hide_index=True,
+        key="link_table",
+    )  # fmt: skip
+    best_layer, best_head, _ = top[0]
+    st.button(
+        t("ex.link_open", l=best_layer, h=best_head),
+        on_click=_open_detail,
+        args=(best_layer, best_head),
+        key="link_open",
+    )
+
+
 @st.fragment
 def outputs(trace: Trace) -> None:
     """Per-head z and the block's output after W_O."""
@@ -316,6 +370,8 @@ def explorer(trace: Trace, default_view: str = "overview", views: tuple[str, ...
         detail(trace)
     elif view == "query":
         one_query(trace)
+    elif view == "link":
+        link(trace)
     elif view == "outputs":
         outputs(trace)
     elif view == "stats":

@@ -21,12 +21,12 @@ def test_overview_pick_a_head_and_drill_in(page) -> None:
     page.shot("overview")
 
 
-@pytest.mark.parametrize("view", ["heads", "overview", "detail", "query", "outputs", "stats"])
+@pytest.mark.parametrize("view", ["heads", "overview", "detail", "query", "link", "outputs", "stats"])
 @pytest.mark.parametrize("size", ["page", "big_page"])
 def test_every_view_at_two_sizes(view: str, size: str, request) -> None:
     p = request.getfixturevalue(size)
     p.open(f"?view={view}&head=1&query=7&causal=true")
-    expected = {"heads": 4, "overview": 3, "detail": 3, "query": 2, "outputs": 2}
+    expected = {"heads": 4, "overview": 3, "detail": 3, "query": 2, "link": 1, "outputs": 2}
     if view == "stats":
         assert p.wait_count('[data-testid="stDataFrame"]', 1) == 1
     else:
