@@ -219,18 +219,38 @@ def mosaic(
             img[y0 - d : y0 + th + d, x0 - d] = colour
             img[y0 - d : y0 + th + d, x0 + tw + d - 1] = colour
     fig = go.Figure(go.Image(z=img, hoverinfo="skip"))
+    # One invisible marker per thumbnail: hovering names the head, clicking selects it.
+    centres = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
+    fig.add_trace(
+        go.Scatter(
+            x=[gap + h * cell_w + tw / 2 for _, h in centres],
+            y=[gap + la * cell_h + th / 2 for la, _ in centres],
+            mode="markers",
+            marker=dict(size=max(12, min(th, tw)), symbol="square", color="rgba(0,0,0,0)"),
+            customdata=centres,
+            hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra></extra>",
+            showlegend=False,
+        )
+    )
     fig.update_xaxes(
         tickmode="array",
         tickvals=[gap + h * cell_w + tw / 2 for h in range(n_heads)],
         ticktext=[f"H{h}" for h in range(n_heads)],
         side="bottom",
         showgrid=False,
+        zeroline=False,
+        range=[-0.5, img.shape[1] - 0.5],
+        constrain="domain",
     )
     fig.update_yaxes(
         tickmode="array",
         tickvals=[gap + layer * cell_h + th / 2 for layer in range(n_layers)],
         ticktext=[f"L{layer}" for layer in range(n_layers)],
         showgrid=False,
+        zeroline=False,
+        range=[img.shape[0] - 0.5, -0.5],  # image rows run downwards
+        scaleanchor="x",
+        constrain="domain",
     )
     if height is None:
         # Keep thumbnails near their pixel size: no tall empty band around a one-layer mosaic.

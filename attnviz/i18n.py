@@ -118,8 +118,8 @@ S: dict[str, tuple[str, str]] = {
     "ex.overview_title": ("Every layer × head (softmax weights)", "所有层 × 头（softmax 权重）"),
     "ex.overview_help": (
         "Rows are layers, columns heads; each thumbnail is one head's query × key weights. "
-        "Pick a layer and head above to see it in full below.",
-        "行是层，列是头；每个缩略图是一个头的查询 × 键权重。在上方选择层和头，下方显示完整矩阵。",
+        "Click a thumbnail (or use the sliders) to see that head in full below.",
+        "行是层，列是头；每个缩略图是一个头的查询 × 键权重。点击缩略图（或拖动滑块），下方显示该头的完整矩阵。",
     ),
     "ex.detail_help": (
         "Left: raw q·k. Middle: what softmax sees, q·k × scale with masked cells blank (−∞). "

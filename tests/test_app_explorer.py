@@ -20,7 +20,10 @@ def reference(**cfg) -> object:
     return trace_text(DEFAULT_TEXT, StackConfig(**cfg))
 
 
-@pytest.mark.parametrize("name", ["heads", "overview", "detail", "query", "link", "outputs", "stats"])
+VIEWS = ["heads", "overview", "detail", "query", "link", "outputs", "stats"]
+
+
+@pytest.mark.parametrize("name", VIEWS)
 @pytest.mark.parametrize("lang", ["English", "中文"])
 def test_every_view_renders_in_both_languages(name: str, lang: str) -> None:
     at = app()

@@ -90,6 +90,15 @@ def heads_grid(trace: Trace, layer: int) -> None:
             chart(fig, key=f"head_{h}")
 
 
+def _mosaic_pick() -> None:
+    # Runs before the rerun, so it may move the layer/head sliders to the clicked thumbnail.
+    event = st.session_state.get("mosaic")
+    points = event["selection"]["points"] if event else []
+    if points and points[0].get("customdata") is not None:
+        layer, head = points[0]["customdata"][:2]
+        st.session_state["layer"], st.session_state["head"] = int(layer), int(head)
+
+
 @st.fragment
 def overview(trace: Trace) -> None:
     """Every layer x head in one image; pick one to drill in."""
@@ -104,7 +113,7 @@ def overview(trace: Trace) -> None:
     fig = figures.mosaic(
         trace.weights(), shared_scale=shared, selected=(layer, head), title=t("ex.overview_title")
     )
-    chart(fig, key="mosaic")
+    chart(fig, key="mosaic", on_select=_mosaic_pick, selection_mode="points")
     st.caption(t("ex.overview_help"))
     _head_triplet(trace, layer, head, shared=False)
 

@@ -21,7 +21,9 @@ def test_overview_pick_a_head_and_drill_in(page) -> None:
     page.shot("overview")
 
 
-@pytest.mark.parametrize("view", ["heads", "overview", "detail", "query", "link", "outputs", "stats"])
+@pytest.mark.parametrize(
+    "view", ["heads", "overview", "detail", "query", "link", "outputs", "stats"]
+)
 @pytest.mark.parametrize("size", ["page", "big_page"])
 def test_every_view_at_two_sizes(view: str, size: str, request) -> None:
     p = request.getfixturevalue(size)
@@ -32,3 +34,13 @@ def test_every_view_at_two_sizes(view: str, size: str, request) -> None:
     else:
         assert p.wait_count(HEATMAPS, expected[view]) == expected[view]
     p.shot(f"view-{view}")
+
+
+def test_clicking_a_thumbnail_opens_that_head(page) -> None:
+    page.open("bert")  # overview of 6 layers x 12 heads
+    points = page.page.locator('[data-testid="stPlotlyChart"] .scatterlayer .point')
+    assert page.wait_count('[data-testid="stPlotlyChart"] .scatterlayer .point', 72, 60) == 72
+    points.nth(2 * 12 + 5).click(force=True)  # layer 2, head 5
+    page.settle()
+    assert "layer=2" in page.page.url and "head=5" in page.page.url
+    page.shot("overview-click")
