@@ -265,16 +265,6 @@ def _thumb_size(n_q: int, n_k: int, thumb: int) -> tuple[int, int]:
     return side(n_q), side(n_k)
 
 
-def mosaic_cell(x: float, y: float, n_q: int, n_k: int, thumb: int = 48, gap: int = 4):
-    """The (layer, head) under image pixel (x, y) of `mosaic`, or None on a gap."""
-    th, tw = _thumb_size(n_q, n_k, thumb)
-    layer, ry = divmod(int(y) - gap, th + gap)
-    head, rx = divmod(int(x) - gap, tw + gap)
-    if layer < 0 or head < 0 or ry >= th or rx >= tw:
-        return None
-    return layer, head
-
-
 def bars(
     values: torch.Tensor | np.ndarray | Sequence[float],
     labels: Sequence[str],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,18 +95,6 @@ class Trace:
         return torch.stack([layer.weights for layer in self.layers])
 
 
-HEAD_STATS = (
-    "entropy",
-    "entropy_rel",
-    "max_weight",
-    "distance",
-    "self",
-    "prev",
-    "first",
-    "special",
-)
-
-
 def head_stats(trace: Trace) -> dict[str, torch.Tensor]:
     """Per-head statistics, each a [layer, head] tensor averaged over query rows.
 
@@ -170,10 +157,6 @@ def mean_entropy(weights: torch.Tensor) -> float:
     """Mean row entropy in nats."""
     plogp = torch.where(weights > 0, weights * weights.clamp_min(1e-30).log(), torch.zeros(()))
     return float(-plogp.sum(-1).mean())
-
-
-def uniform_entropy(n: int) -> float:
-    return math.log(n) if n > 0 else 0.0
 
 
 def weight_shift(new: Trace, base: Trace) -> torch.Tensor:

@@ -12,7 +12,8 @@ import torch.nn.functional as F
 
 from attnviz import StackConfig, Trace, trace_text
 from attnviz.attention import attend
-from attnviz.stack import LayerWeights, build_weights, run_stack
+from attnviz.sharing import expand_to_mha
+from attnviz.stack import build_weights, run_stack
 from attnviz.tokenize import tokenize
 from attnviz.trace import head_stats
 
@@ -88,16 +89,6 @@ def test_every_layer_matches_torch_sdpa(config: StackConfig) -> None:
             assert layer.mask is None
 
 
-def _expand_kv_weights(w: LayerWeights, n_kv: int, group: int, d_head: int) -> LayerWeights:
-    d_model = w.w_k.shape[0]
-
-    def expand(m: torch.Tensor) -> torch.Tensor:
-        blocks = m.view(d_model, n_kv, d_head)  # [d_model, kv_head, d_head]
-        return blocks.repeat_interleave(group, dim=1).reshape(d_model, n_kv * group * d_head)
-
-    return LayerWeights(w.w_q, expand(w.w_k), expand(w.w_v), w.w_o, w.w_1, w.w_2)
-
-
 @pytest.mark.parametrize("n_kv", [1, 2, 4])
 def test_gqa_equals_mha_with_repeated_kv_weights(n_kv: int) -> None:
     gqa = StackConfig(d_model=32, n_heads=4, n_kv_heads=n_kv, n_layers=2, add_norm=True, seed=7)
@@ -105,7 +96,7 @@ def test_gqa_equals_mha_with_repeated_kv_weights(n_kv: int) -> None:
     weights = build_weights(gqa)
     tokens = tokenize(SENTENCE)
     g = run_stack(tokens, gqa, weights)
-    m = run_stack(tokens, mha, [_expand_kv_weights(w, n_kv, 4 // n_kv, 8) for w in weights])
+    m = run_stack(tokens, mha, [expand_to_mha(w, gqa) for w in weights])
     for lg, lm in zip(g.layers, m.layers, strict=True):
         torch.testing.assert_close(lg.weights, lm.weights, atol=1e-6, rtol=1e-5)
         torch.testing.assert_close(lg.output, lm.output, atol=1e-6, rtol=1e-5)
