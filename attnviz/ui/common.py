@@ -6,12 +6,12 @@ import streamlit as st
 
 from attnviz.config import StackConfig
 from attnviz.figures import PLOTLY_CONFIG
-from attnviz.i18n import EXAMPLES, LANGUAGES, translate
+from attnviz.i18n import LANGUAGES, examples, translate
 from attnviz.stack import trace_text
 from attnviz.trace import Trace
 
 PAIR_SEP = "|||"
-DEFAULT_TEXT = EXAMPLES["it → animal"]
+DEFAULT_TEXT = next(iter(examples("en").values()))
 
 
 def lang() -> str:
@@ -32,8 +32,8 @@ def stack_trace(text: str, config: StackConfig, text_pair: str | None = None) ->
 
 def _apply_example() -> None:
     choice = st.session_state.get("example")
-    if choice in EXAMPLES:
-        text, _, pair = EXAMPLES[choice].partition(PAIR_SEP)
+    if choice in examples(lang()):
+        text, _, pair = examples(lang())[choice].partition(PAIR_SEP)
         st.session_state["text"] = text
         st.session_state["pair"] = pair
     st.session_state["example"] = None
@@ -51,7 +51,7 @@ def sidebar() -> None:
         )
         st.selectbox(
             t("side.example"),
-            list(EXAMPLES),
+            list(examples(lang())),
             index=None,
             placeholder=t("side.example_pick"),
             key="example",

@@ -1,0 +1,42 @@
+"""Pretrained models with every attention tensor recorded.
+
+The model runs its own code through transformers' extension point: `intercept.attnviz_attention` is
+registered in AttentionInterface as "attnviz"; `loading` finds and loads a model offline-first;
+`tracing` runs it with per-call knobs and a recorder and builds the Trace; `families` holds what
+differs between model families. No model code is copied and nothing is patched.
+"""
+
+from __future__ import annotations
+
+from attnviz.hooked.families import BERT_FAMILY, POST_LN, PRE_LN, ROBERTA_POSITIONS, SPECIAL_ROLES
+from attnviz.hooked.intercept import IMPL, Knobs, Recording, attnviz_attention
+from attnviz.hooked.loading import (
+    DEFAULT_NAME,
+    DEFAULT_PACKAGE,
+    LoadedModel,
+    _offline,
+    _resolve,
+    load_model,
+)
+from attnviz.hooked.tracing import embedding_cosine, trace_batch, trace_model
+
+__all__ = [
+    "BERT_FAMILY",
+    "DEFAULT_NAME",
+    "DEFAULT_PACKAGE",
+    "IMPL",
+    "POST_LN",
+    "PRE_LN",
+    "ROBERTA_POSITIONS",
+    "SPECIAL_ROLES",
+    "Knobs",
+    "LoadedModel",
+    "Recording",
+    "_offline",
+    "_resolve",
+    "attnviz_attention",
+    "embedding_cosine",
+    "load_model",
+    "trace_batch",
+    "trace_model",
+]

@@ -1,0 +1,29 @@
+"""The language files: the same keys and the same {placeholders} in English and Chinese."""
+
+from __future__ import annotations
+
+import string
+
+from attnviz.i18n import LANGUAGES, examples, strings, translate
+
+
+def _fields(text: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+
+
+def test_languages_have_the_same_keys():
+    en, zh = strings("en"), strings("zh")
+    assert set(en) == set(zh), set(en) ^ set(zh)
+    assert len(examples("en")) == len(examples("zh"))
+
+
+def test_placeholders_match():
+    en, zh = strings("en"), strings("zh")
+    bad = {k: (_fields(en[k]), _fields(zh[k])) for k in en if _fields(en[k]) != _fields(zh[k])}
+    assert not bad, bad
+
+
+def test_translate_formats_and_falls_back_to_the_key():
+    assert translate("warn.truncated", "zh", n=9, limit=3) == "文本有 9 个词元，只显示前 3 个。"
+    assert translate("no.such.key", "en") == "no.such.key"
+    assert set(LANGUAGES) == {"en", "zh"}
