@@ -14,8 +14,11 @@ from transformers import (
     BartConfig,
     GemmaConfig,
     GPT2Config,
+    GraniteConfig,
     LlamaConfig,
     MistralConfig,
+    Olmo2Config,
+    Phi3Config,
     Qwen2Config,
     Qwen3Config,
 )
@@ -40,6 +43,9 @@ CONFIGS = {
     "mistral": lambda: MistralConfig(**ROPE, num_key_value_heads=2, sliding_window=WINDOW),
     "gemma": lambda: GemmaConfig(**ROPE, num_key_value_heads=1, head_dim=8),
     "qwen3": lambda: Qwen3Config(**ROPE, num_key_value_heads=2, head_dim=8),
+    "phi3": lambda: Phi3Config(**ROPE, num_key_value_heads=2, pad_token_id=0),
+    "olmo2": lambda: Olmo2Config(**ROPE, num_key_value_heads=2, pad_token_id=0),
+    "granite": lambda: GraniteConfig(**ROPE, num_key_value_heads=2, attention_multiplier=0.2),
 }
 # Which layers see only the last WINDOW keys.
 WINDOWED = {"mistral": {0, 1}, "qwen2": {1}}

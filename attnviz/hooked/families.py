@@ -39,10 +39,10 @@ BLOCK_PATHS: dict[str, tuple[tuple[str, str, str, str], ...]] = {
     **dict.fromkeys(BERT_FAMILY, _BERT_PATHS),
     "gpt2": ((DECODER, "h", "attn", "attn.c_proj"),),
     **dict.fromkeys(
-        ("llama", "mistral", "qwen2", "qwen3", "gemma", "phi3", "olmo", "olmo2", "granite"),
+        ("llama", "mistral", "qwen2", "qwen3", "gemma", "phi3", "olmo2", "granite"),
         _LLAMA_PATHS,
     ),
-    **dict.fromkeys(("bart", "mbart"), _BART_PATHS),
+    "bart": _BART_PATHS,
 }
 # "encoder": one bidirectional stack (AutoModel); "decoder": causal LM with a next-token head
 # (AutoModelForCausalLM); "encoder-decoder": AutoModelForSeq2SeqLM.
@@ -51,7 +51,6 @@ KINDS = {
     **{name: "decoder" for name, paths in BLOCK_PATHS.items() if paths == _LLAMA_PATHS},
     "gpt2": "decoder",
     "bart": "encoder-decoder",
-    "mbart": "encoder-decoder",
 }
 # Families that route attention through AttentionInterface but add something attnviz's eager
 # softmax(q·k·scale) would silently drop, so the traced weights would not be the model's.
