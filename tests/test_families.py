@@ -219,6 +219,7 @@ def test_encoder_decoder_matches_hf_eager(bart, tokenizer):
             decoder_input_ids=dec_ids,
             decoder_attention_mask=dec_mask,
             output_attentions=True,
+            output_hidden_states=True,
         )
     assert model.kind == "encoder-decoder" and model.n_blocks == 6 and model.n_layers == 2
     for b, trace in enumerate(traces):
@@ -246,6 +247,9 @@ def test_encoder_decoder_matches_hf_eager(bart, tokenizer):
             trace.hidden, ref.encoder_last_hidden_state[b], atol=ATOL, rtol=0
         )
         torch.testing.assert_close(dec.next_logits, ref.logits[b, n_tgt - 1], atol=ATOL, rtol=0)
+        want = ref.decoder_hidden_states[-1][b, :n_tgt]  # [real m, d_model]
+        torch.testing.assert_close(dec.hidden[:n_tgt], want, atol=ATOL, rtol=0)
+        assert torch.equal(cross.hidden, dec.hidden)
 
 
 def test_encoder_decoder_knobs_number_blocks_in_order(bart):

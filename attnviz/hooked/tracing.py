@@ -136,6 +136,11 @@ def trace_batch(
         keep = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # [batch, n, 1]
         embedding = (hidden * keep).sum(1) / keep.sum(1).clamp_min(1e-9)  # [batch, d_model]
         outputs = [_w_o(block, record.layers[i]["z"]) for i, block in enumerate(model.blocks)]
+        dec_hidden = dec_embedding = None
+        if dec is not None:
+            dec_hidden = out.decoder_hidden_states[-1]  # [batch, m, d_model]
+            dec_keep = inputs["decoder_attention_mask"].unsqueeze(-1).to(dec_hidden.dtype)
+            dec_embedding = (dec_hidden * dec_keep).sum(1) / dec_keep.sum(1)  # [batch, d_model]
         next_logits = None
         if model.kind != "encoder":
             last = (dec or enc)["attention_mask"].sum(-1).to(dev) - 1  # [batch]
@@ -221,6 +226,8 @@ def trace_batch(
                     layers=layer_traces(part, m, n if keys else m),
                     source=model.name,
                     special=d_special if keys is None else trace.special,
+                    hidden=cpu(dec_hidden[b]),  # [m, d_model] the decoder's final states
+                    embedding=cpu(dec_embedding[b]),  # [d_model]
                     next_logits=cpu(next_logits[b]),  # [vocab]
                     meta=dict(meta, part=part, first_layer=_first(model, part)),
                 )
