@@ -180,6 +180,10 @@ def test_plain_call_is_plain_eager(decoder, tokenizer):
     ref, attention = eager_run(eager, model.call_tokenizer, TEXTS)
     real = attention.bool()  # [batch, n] padded rows past a window differ (see above)
     torch.testing.assert_close(mine.logits[real], ref.logits[real], atol=ATOL, rtol=0)
+    # One unpadded input keeps only the last position's logits: still the model's.
+    alone = trace_model(model, TEXTS[1])
+    n = len(alone.tokens)
+    torch.testing.assert_close(alone.next_logits, ref.logits[1, n - 1], atol=ATOL, rtol=0)
 
 
 @pytest.fixture(scope="module")

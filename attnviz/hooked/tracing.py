@@ -117,6 +117,10 @@ def trace_batch(
     inputs = {k: v.to(dev) for k, v in enc.items() if k != "special_tokens_mask"}
     if model.kind != "encoder":  # decoders take no segment ids (GPT-2 would embed them)
         inputs = {k: inputs[k] for k in ("input_ids", "attention_mask")}
+    if model.kind == "decoder" and bool(enc["attention_mask"].all()):
+        # Without padding every input ends at the last position: only its logits are kept
+        # ([batch, 1, vocab] instead of [batch, n, vocab], 256 MiB for a 128k vocabulary at 512).
+        inputs["logits_to_keep"] = 1
     if dec is not None:
         inputs["decoder_input_ids"] = dec["input_ids"].to(dev)
         inputs["decoder_attention_mask"] = dec["attention_mask"].to(dev)
@@ -144,6 +148,8 @@ def trace_batch(
         next_logits = None
         if model.kind != "encoder":
             last = (dec or enc)["attention_mask"].sum(-1).to(dev) - 1  # [batch]
+            if "logits_to_keep" in inputs:
+                last = torch.zeros_like(last)  # [batch] the one position kept
             rows = torch.arange(last.shape[0], device=dev)  # [batch]
             next_logits = out.logits[rows, last]  # [batch, vocab] the logits after the last token
 
