@@ -3,6 +3,8 @@ encoder-decoder to look at, the heads to silence, and a decoder's next-token pre
 
 from __future__ import annotations
 
+import html
+
 import streamlit as st
 
 from attnviz import figures, model_figures
@@ -11,6 +13,14 @@ from attnviz.trace import Trace
 from attnviz.ui.common import chart, t, url_seed, url_sync
 
 PARTS = ("encoder", "decoder", "cross")
+_MARKDOWN = str.maketrans({c: "\\" + c for c in "\\`*_{}[]()<>#+-.!|~$:"})
+
+
+def md_text(text: str) -> str:
+    """Model text (a token, a folder name) shown literally inside Markdown."""
+    return html.escape(text, quote=False).translate(_MARKDOWN)
+
+
 PREFIX = {"encoder": "E", "decoder": "D", "cross": "X"}  # heads of an encoder-decoder: E0H3
 
 
@@ -70,15 +80,22 @@ def next_tokens(model, trace: Trace, base: Trace | None, k: int = 10) -> None:
         now_label=t("pm.next_now") if base_dec is not None else "p",
         base_label=t("pm.next_base"),
     )
-    chart(fig, key="next_tokens")
-    if base_dec is not None:
+    left, right = st.columns([3, 2], vertical_alignment="center")
+    with left:
+        chart(fig, key="next_tokens")
+    with right:
+        _next_caption(rows, base_dec is not None)
+
+
+def _next_caption(rows, compared: bool) -> None:
+    if compared:
         top, top_base = rows[0], min(rows, key=lambda r: r.rank_base or 0)
         st.caption(
             t(
                 "pm.next_diff",
-                now=repr(top.token),
+                now=md_text(repr(top.token)),
                 p=top.p,
-                was=repr(top_base.token),
+                was=md_text(repr(top_base.token)),
                 p_was=top_base.p_base,
                 p_now=top_base.p,
             )
@@ -108,7 +125,7 @@ def grouping_section(text: str) -> None:
     st.markdown(
         t(
             "pm.gqa_mode",
-            name=figures.escape([model.name])[0],
+            name=md_text(model.name),
             mode=mode(h, kv),
             h=h,
             kv=kv,
