@@ -285,3 +285,19 @@ def test_model_over_the_memory_budget_is_refused_before_loading(tmp_path, monkey
             load_model(str(tmp_path))
     finally:
         attnviz.budget.budget.cache_clear()
+
+
+def test_bfloat16_option_traces_float32_close_to_the_exact_run(tmp_path, tokenizer) -> None:
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(CONFIGS["llama"]())
+    folder = save(tmp_path, model, tokenizer)
+    exact = load_model(folder, device="cpu")
+    half = load_model(folder, device="cpu", dtype="bfloat16")
+    assert half.model.dtype == torch.bfloat16
+    a, b = trace_model(exact, TEXTS[0]), trace_model(half, TEXTS[0])
+    for la, lb in zip(a.layers, b.layers, strict=True):
+        assert lb.weights.dtype == lb.q.dtype == lb.output.dtype == torch.float32
+        torch.testing.assert_close(lb.weights, la.weights, atol=2e-2, rtol=0)
+    assert b.next_logits.dtype == torch.float32
+    with pytest.raises(ValueError, match="dtype='int8'"):
+        load_model(folder, dtype="int8")
