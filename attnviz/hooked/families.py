@@ -59,4 +59,6 @@ UNSUPPORTED = {
     "mt5": "mT5 adds a learned relative position bias to the logits (position_bias)",
     "gemma2": "Gemma 2 caps the attention logits with tanh (attn_logit_softcapping)",
     "gpt_oss": "gpt-oss adds learned attention sinks to the softmax",
+    "bloom": "BLOOM adds an ALiBi distance bias to the logits",
+    "mpt": "MPT adds an ALiBi distance bias to the logits",
 }
