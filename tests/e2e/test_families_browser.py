@@ -69,3 +69,21 @@ def test_sharing_page_real_grouping(folders, big_page) -> None:
     big_page.open(f"sharing?sh_model={quote(folders['llama'], safe='')}")
     assert "4 query heads share 2 K/V heads" in big_page.page.inner_text("body")
     big_page.shot("sharing-real-gqa")
+
+
+def test_decoder_page_in_chinese(folders, big_page) -> None:
+    model = quote(folders["llama"], safe="")
+    big_page.open(f"bert?model={model}&device=cpu&lang=中文&b_scale=false")
+    assert big_page.wait_count('[data-testid="stMetric"]', 1, timeout=90) == 1
+    body = big_page.page.inner_text("body")
+    assert "预训练模型" in body and "解码器（因果）" in body and "原模型的 p" in body
+    big_page.shot("pretrained-llama-zh")
+
+
+def test_bundled_bert_still_loads_by_default(big_page) -> None:
+    big_page.open("bert")
+    assert big_page.wait_count(CHARTS, 4, timeout=90, at_least=True) >= 4
+    assert "bert · encoder · 6 layers × 12 heads · 12 K/V heads (MHA)" in big_page.page.inner_text(
+        "body"
+    )
+    big_page.shot("pretrained-bundled-bert")
