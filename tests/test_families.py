@@ -301,3 +301,28 @@ def test_bfloat16_option_traces_float32_close_to_the_exact_run(tmp_path, tokeniz
     assert b.next_logits.dtype == torch.float32
     with pytest.raises(ValueError, match="dtype='int8'"):
         load_model(folder, dtype="int8")
+
+
+def test_a_70b_config_is_sized_from_its_config_and_refused_at_once(tmp_path) -> None:
+    """Llama-3-70B's shape: 70.6 B parameters, 262.8 GiB in float32, 131.4 GiB in bfloat16, over
+    the default 8 GiB budget; the folder has no weights, so reading them would fail instead."""
+    import time
+
+    from attnviz.budget import budget
+
+    LlamaConfig(
+        hidden_size=8192,
+        num_hidden_layers=80,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        intermediate_size=28672,
+        vocab_size=128256,
+    ).save_pretrained(tmp_path)
+    if budget().max_model_bytes > 100 * 2**30:
+        pytest.skip(f"ATTNVIZ_MAX_MODEL_BYTES={budget().max_model_bytes} lets 131 GiB through")
+    start = time.monotonic()
+    with pytest.raises(ValueError, match=r"needs 262\.8\d GiB for its parameters in float32"):
+        load_model(str(tmp_path), device="cpu")
+    with pytest.raises(ValueError, match=r"needs 131\.4\d GiB for its parameters in bfloat16"):
+        load_model(str(tmp_path), device="cpu", dtype="bfloat16")
+    assert time.monotonic() - start < 20

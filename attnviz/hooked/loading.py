@@ -285,8 +285,8 @@ def load_model(
     size, limit = model_bytes(config, torch_dtype), budget().max_model_bytes
     if size > limit:
         raise ValueError(
-            f"{label!r} needs {_size(size)} for its parameters in {torch_dtype}, over this "
-            f"server's budget of {_size(limit)} (ATTNVIZ_MAX_MODEL_BYTES): pick a smaller "
+            f"{label!r} needs {_size(size)} for its parameters in {str(torch_dtype)[6:]}, over "
+            f"this server's budget of {_size(limit)} (ATTNVIZ_MAX_MODEL_BYTES): pick a smaller "
             "model or a smaller dtype."
         )
     kind = KINDS[config.model_type]
