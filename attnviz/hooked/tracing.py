@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -174,35 +174,7 @@ def trace_batch(
         masks: list[torch.Tensor] = []  # distinct masks, so layers with the same one share it
 
         def layer_traces(part: str, n_q: int, n_k: int, b: int = b, masks=masks) -> list:
-            layers = []
-            for i, block in enumerate(model.blocks):
-                if block.part != part:
-                    continue
-                rec = record.layers[i]
-                mask = torch.ones(n_q, n_k, dtype=torch.bool)  # [q, k]
-                if rec["mask"] is not None:
-                    mask &= cpu(rec["mask"][min(b, rec["mask"].shape[0] - 1), 0]).bool()  # [q|1, k]
-                mask = next((m for m in masks if torch.equal(m, mask)), mask)
-                if not any(m is mask for m in masks):
-                    masks.append(mask)
-                x = None
-                if model.model_type in POST_LN and out.hidden_states is not None:
-                    x = cpu(out.hidden_states[block.layer][b])  # [n, d_model]
-                layers.append(
-                    LayerTrace(
-                        q=cpu(rec["q"][b]),  # [head, n_q, d_head]
-                        k=cpu(rec["k"][b]),  # [kv_head, n_k, d_head]
-                        v=cpu(rec["v"][b]),  # [kv_head, n_k, d_head]
-                        scores=cpu(rec["scores"][b]),  # [head, n_q, n_k]
-                        scale=float(rec["scale"]),
-                        mask=mask,  # [n_q, n_k]
-                        weights=cpu(rec["weights"][b]),  # [head, n_q, n_k]
-                        z=cpu(rec["z"][b]),  # [head, n_q, d_head]
-                        output=cpu(outputs[i][b]),  # [n_q, d_model]
-                        x=x,
-                    )
-                )
-            return layers
+            return _layer_traces(model, record, out, outputs, cpu, masks, part, b, n_q, n_k)
 
         first = model.blocks[0].part
         tokens = model.tokenizer.convert_ids_to_tokens(ids)
@@ -239,6 +211,50 @@ def trace_batch(
                 )
         traces.append(trace)
     return traces
+
+
+def _layer_traces(
+    model: LoadedModel,
+    record: Recording,
+    out,
+    outputs: list[torch.Tensor],
+    cpu: Callable[[torch.Tensor], torch.Tensor],
+    masks: list[torch.Tensor],
+    part: str,
+    b: int,
+    n_q: int,
+    n_k: int,
+) -> list[LayerTrace]:
+    """One LayerTrace per block of `part`, for batch item b; equal masks become one tensor."""
+    layers = []
+    for i, block in enumerate(model.blocks):
+        if block.part != part:
+            continue
+        rec = record.layers[i]
+        mask = torch.ones(n_q, n_k, dtype=torch.bool)  # [q, k]
+        if rec["mask"] is not None:
+            mask &= cpu(rec["mask"][min(b, rec["mask"].shape[0] - 1), 0]).bool()  # [q|1, k]
+        mask = next((m for m in masks if torch.equal(m, mask)), mask)
+        if not any(m is mask for m in masks):
+            masks.append(mask)
+        x = None
+        if model.model_type in POST_LN and out.hidden_states is not None:
+            x = cpu(out.hidden_states[block.layer][b])  # [n, d_model]
+        layers.append(
+            LayerTrace(
+                q=cpu(rec["q"][b]),  # [head, n_q, d_head]
+                k=cpu(rec["k"][b]),  # [kv_head, n_k, d_head]
+                v=cpu(rec["v"][b]),  # [kv_head, n_k, d_head]
+                scores=cpu(rec["scores"][b]),  # [head, n_q, n_k]
+                scale=float(rec["scale"]),
+                mask=mask,  # [n_q, n_k]
+                weights=cpu(rec["weights"][b]),  # [head, n_q, n_k]
+                z=cpu(rec["z"][b]),  # [head, n_q, d_head]
+                output=cpu(outputs[i][b]),  # [n_q, d_model]
+                x=x,
+            )
+        )
+    return layers
 
 
 def _first(model: LoadedModel, part: str) -> int:
