@@ -326,3 +326,22 @@ def test_a_70b_config_is_sized_from_its_config_and_refused_at_once(tmp_path) -> 
     with pytest.raises(ValueError, match=r"needs 131\.4\d GiB for its parameters in bfloat16"):
         load_model(str(tmp_path), device="cpu", dtype="bfloat16")
     assert time.monotonic() - start < 20
+
+
+def test_a_tokenizer_without_a_pad_token_still_pads_a_batch(tmp_path, tokenizer) -> None:
+    """GPT-2's and Llama's tokenizers have no pad token: a batch pads with the end (here the
+    unknown) token, and padding is read from the attention mask, not from the token."""
+    import copy
+
+    bare = copy.deepcopy(tokenizer)
+    bare.pad_token = None
+    torch.manual_seed(0)
+    folder = save(tmp_path, AutoModelForCausalLM.from_config(CONFIGS["gpt2"]()), bare)
+    model = load_model(folder, device="cpu")
+    assert model.tokenizer.pad_token is None and model.call_tokenizer.pad_token is not None
+    long, short = trace_batch(model, TEXTS)
+    n = len(short.tokens)
+    m = len(trace_model(model, TEXTS[1]).tokens)
+    assert n == len(long.tokens) > m and short.special["[PAD]"] == list(range(m, n))
+    for layer in short.layers:
+        assert torch.all(layer.weights[:, :, m:] == 0)
