@@ -105,3 +105,22 @@ def test_sharing_page_shows_a_real_models_grouping(folders) -> None:
     assert float(check.value) < 1e-5
     titles = [s["layout"]["title"]["text"] for s in heatmap_specs(at)]
     assert sum("kv head" in x for x in titles) == 2
+
+
+def test_sharing_page_starts_with_the_model_loaded_on_the_pretrained_page(folders) -> None:
+    at = app(PAGE, query={"model": folders["mistral"], "device": "cpu"})
+    assert not at.exception
+    at.switch_page("app_pages/sharing.py")
+    at.run()
+    assert not at.exception, at.exception
+    assert at.text_input(key="sh_model").value == folders["mistral"]
+    assert any("4 query heads share 2 K/V heads" in m.value for m in at.markdown)
+    # An MHA model (the bundled BERT) has no grouping to show: the field keeps the GQA one.
+    at.switch_page(PAGE)
+    at.query_params.clear()
+    at.run()
+    at.text_input(key="model").set_value("").run()  # the bundled model
+    assert not at.exception and any("(MHA)" in c.value for c in at.caption)
+    at.switch_page("app_pages/sharing.py")
+    at.run()
+    assert at.text_input(key="sh_model").value == folders["mistral"]

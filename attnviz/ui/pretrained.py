@@ -22,10 +22,15 @@ def md_text(text: str) -> str:
 
 
 PREFIX = {"encoder": "E", "decoder": "D", "cross": "X"}  # heads of an encoder-decoder: E0H3
+LAST_MODEL = "pm_last_model"  # not a widget key: it outlives a page switch
 
 
 def summary(model) -> None:
-    """One line: the family, its kind, and its shape (with the K/V grouping)."""
+    """One line: the family, its kind, and its shape (with the K/V grouping). Remembers the
+    model for this session when it shares K/V (GQA or MQA), so the MHA·MQA·GQA page can show
+    its real grouping."""
+    if model.n_kv_heads is not None and model.n_kv_heads < model.n_heads:
+        st.session_state[LAST_MODEL] = model.name
     kv = model.n_kv_heads or model.n_heads
     grouping = "MHA" if kv == model.n_heads else ("MQA" if kv == 1 else "GQA")
     st.caption(
@@ -112,6 +117,8 @@ def grouping_section(text: str) -> None:
     from attnviz.ui import bert
 
     st.subheader(t("pm.gqa_title"))
+    if "sh_model" not in st.session_state and "sh_model" not in st.query_params:
+        st.session_state["sh_model"] = st.session_state.get(LAST_MODEL, "")
     name = st.text_input(
         t("pm.gqa_model"), key="sh_model", help=t("pm.gqa_model_help"), bind="query-params"
     )
