@@ -1,11 +1,12 @@
-"""Pretrained BERT: the real model's attention, every tensor, plus what-if knobs with a diff."""
+"""Pretrained model (BERT, GPT-2, Llama, Qwen, Mistral, BART...): the real model's attention,
+every tensor, plus what-if knobs with a diff and, for decoders, the next token."""
 
 import streamlit as st
 
 from attnviz import figures, ui
 from attnviz.hooked import embedding_cosine
 from attnviz.trace import weight_shift
-from attnviz.ui import bert, explorer
+from attnviz.ui import bert, explorer, pretrained
 
 t = ui.t
 st.title(t("bert.title"))
@@ -16,11 +17,17 @@ with st.sidebar:
         t("bert.model"), key="model", help=t("bert.model_help"), bind="query-params"
     )
     device = st.selectbox(t("bert.device"), bert.devices(), key="device", bind="query-params")
+    dtype = st.selectbox(
+        t("pm.dtype"), bert.DTYPES, key="dtype", help=t("pm.dtype_help"), bind="query-params"
+    )
 
-model = bert.get_model(name.strip() or None, device)
+model = bert.get_model(name.strip() or None, device, dtype)
 if model is None:
     st.stop()
-model_key = (model.name, model.device)
+model_key = (model.name, model.device, dtype)
+pretrained.summary(model)
+if model.kind == "encoder-decoder":
+    st.caption(t("pm.pair_is_target"))
 
 with st.expander(t("bert.whatif"), expanded=True):
     st.caption(t("bert.whatif_help"))
@@ -29,8 +36,10 @@ with st.expander(t("bert.whatif"), expanded=True):
     temperature = c2.number_input(
         t("pg.temperature"), 0.05, 20.0, value=1.0, step=0.25, key="b_temp", bind="query-params"
     )
-    head_ids = [f"L{la}H{h}" for la in range(model.n_layers) for h in range(model.n_heads)]
-    ablate_ids = st.multiselect(t("bert.ablate"), head_ids, key="b_ablate", bind="query-params")
+    head_ids = pretrained.head_choices(model)
+    ablate_ids = st.multiselect(
+        t("bert.ablate"), list(head_ids), key="b_ablate", bind="query-params"
+    )
     base_trace = None
     try:
         base_trace = bert.bert_trace(model, model_key, ui.text(), ui.pair())
@@ -46,7 +55,7 @@ with st.expander(t("bert.whatif"), expanded=True):
         bind="query-params",
     )
 
-ablate = tuple((int(x[1 : x.index("H")]), int(x[x.index("H") + 1 :])) for x in ablate_ids)
+ablate = tuple(head_ids[x] for x in ablate_ids)
 knobs = dict(
     use_scale=use_scale,
     temperature=float(temperature),
@@ -55,28 +64,31 @@ knobs = dict(
 )
 changed = not use_scale or float(temperature) != 1.0 or ablate or masked
 trace = bert.bert_trace(model, model_key, ui.text(), ui.pair(), **knobs) if changed else base_trace
-ui.report_trace_notes(trace)
+full_trace, full_base = trace, base_trace
+part = pretrained.pick_part(model)
+trace, base_trace = full_trace.part(part), full_base.part(part)
+ui.report_trace_notes(full_trace)
 n_unk = sum(tok == "[UNK]" for tok in trace.tokens)
 if n_unk:
     st.warning(t("bert.unk", n=n_unk))
 
 if changed:
     with st.container(border=True):
-        cos = embedding_cosine(trace, base_trace)
+        cos = embedding_cosine(trace, base_trace)  # an encoder-decoder's part: its own stack
         shift = weight_shift(trace, base_trace)  # [layer, head]
         c1, c2 = st.columns([1, 3])
         c1.metric(t("bert.cosine"), f"{cos:.4f}")
         with c2:
             fig = figures.heatmap(
                 shift,
-                [f"H{h}" for h in range(model.n_heads)],
-                [f"L{la}" for la in range(model.n_layers)],
+                [f"H{h}" for h in range(trace.n_heads)],
+                [f"L{la}" for la in range(trace.n_layers)],
                 title=t("bert.shift_title"),
                 value_name="Δ",
                 zmin=0.0,
                 zmax=max(float(shift.max()), 1e-6),
                 show_values=True,
-                height=80 + 34 * model.n_layers,
+                height=80 + 34 * trace.n_layers,
                 x_title="",
                 y_title="",
             )
@@ -84,10 +96,10 @@ if changed:
             ui.chart(fig, key="shift")
         d1, d2 = st.columns(2)
         la = d1.slider(
-            t("bert.diff_layer"), 0, model.n_layers - 1, 0, key="d_layer", bind="query-params"
+            t("bert.diff_layer"), 0, trace.n_layers - 1, 0, key="d_layer", bind="query-params"
         )
         h = d2.slider(
-            t("bert.diff_head"), 0, model.n_heads - 1, 0, key="d_head", bind="query-params"
+            t("bert.diff_head"), 0, trace.n_heads - 1, 0, key="d_head", bind="query-params"
         )
         fig = figures.diff_heatmap(
             trace.layers[la].weights[h],
@@ -101,5 +113,7 @@ if changed:
         ui.chart(fig, key="diff")
 else:
     st.caption(t("bert.no_change"))
+if model.kind != "encoder":
+    pretrained.next_tokens(model, full_trace, full_base if changed else None)
 
 explorer.explorer(trace, default_view="overview")

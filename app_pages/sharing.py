@@ -6,6 +6,7 @@ import streamlit as st
 from attnviz import figures, ui
 from attnviz.config import StackConfig, divisors
 from attnviz.sharing import comparison, kv_head_of
+from attnviz.ui import pretrained
 
 t = ui.t
 st.title(t("sh.title"))
@@ -79,3 +80,5 @@ st.dataframe(
     hide_index=True,
     width="stretch",
 )
+
+pretrained.grouping_section(ui.text())

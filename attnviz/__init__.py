@@ -13,8 +13,9 @@ from attnviz.trace import LayerTrace, Trace
 
 if TYPE_CHECKING:
     from attnviz.hooked import load_model, trace_model
+    from attnviz.notebook import show
 
-__all__ = ["StackConfig", "trace_text", "load_model", "trace_model", "Trace", "LayerTrace"]
+__all__ = ["StackConfig", "trace_text", "load_model", "trace_model", "Trace", "LayerTrace", "show"]
 
 
 def __getattr__(name: str):
@@ -23,4 +24,8 @@ def __getattr__(name: str):
         from attnviz import hooked
 
         return getattr(hooked, name)
+    if name == "show":  # plotly loads only for notebooks and scripts that draw
+        from attnviz.notebook import show
+
+        return show
     raise AttributeError(f"module 'attnviz' has no attribute {name!r}")

@@ -71,6 +71,11 @@ class Trace:
     hidden: torch.Tensor | None = None
     embedding: torch.Tensor | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    # A decoder's logits after the last token [vocab] (softmax: the next-token probabilities).
+    next_logits: torch.Tensor | None = None
+    # An encoder-decoder's other attentions, each a Trace: "decoder" (self) and "cross" (keys are
+    # this trace's tokens). This trace is the encoder's.
+    parts: dict[str, Trace] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.key_tokens is None:
@@ -85,6 +90,14 @@ class Trace:
     @property
     def n_heads(self) -> int:
         return self.layers[0].n_heads if self.layers else 0
+
+    def part(self, name: str) -> Trace:
+        """This trace or one of its parts by name ("encoder", "decoder", "cross")."""
+        if name == self.meta.get("part", name) or (name == "encoder" and not self.parts):
+            return self
+        if name not in self.parts:
+            raise ValueError(f"no {name!r} attention here; parts: {sorted(self.parts)}")
+        return self.parts[name]
 
     @property
     def is_cross(self) -> bool:

@@ -1,9 +1,14 @@
-"""trace_model against a plain Hugging Face eager forward of the same bundled model.
+"""trace_model against a plain Hugging Face eager forward of the same model.
 
 Run: .venv/bin/python bench/hooked.py  (prints times, ratios and trace memory; no assertions)
-Both sides start from the same text and tokenize it; the baseline is the bundled all-MiniLM-L6-v2
-loaded with attn_implementation="eager", called with output_attentions=True under inference_mode.
-The trace side also keeps q, k, v, scores, z, the W_O output, the mask and the hidden states.
+Both sides start from the same text and tokenize it; the baseline is the same weights loaded with
+attn_implementation="eager", called with output_attentions=True under inference_mode. The trace
+side also keeps q, k, v, scores, z, the W_O output, the mask and the hidden states.
+First the bundled all-MiniLM-L6-v2 (an encoder); then a decoder: a Llama of the same size
+(6 layers, d_model 384, 12 query heads sharing 4 K/V heads, RoPE), randomly initialised from its
+config (nothing is downloaded; speed does not depend on the weights' values), with the bundled
+tokenizer, traced with its next-token logits (both sides compute logits for the last position only:
+the trace keeps nothing else).
 """
 
 from __future__ import annotations
@@ -13,11 +18,12 @@ import os
 import resource
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import torch
-from transformers import AutoModel
+from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -146,5 +152,49 @@ def main() -> None:
     print(f"  (eager output_attentions alone returns {attn_bytes / mb:.1f} MiB of weights)")
 
 
+def decoder() -> None:
+    folder = tempfile.mkdtemp(prefix="bench-llama-")
+    config = LlamaConfig(
+        vocab_size=30522,
+        hidden_size=384,
+        intermediate_size=1536,
+        num_hidden_layers=6,
+        num_attention_heads=12,
+        num_key_value_heads=4,
+        max_position_embeddings=512,
+    )
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(_resolve(None)[0]).save_pretrained(folder)
+    loaded = load_model(folder, device="cpu")
+    tok = loaded.call_tokenizer
+    eager = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+
+    def plain(text: str):
+        enc = tok(text, return_tensors="pt")
+        with torch.inference_mode():
+            return eager(
+                input_ids=enc["input_ids"],
+                attention_mask=enc["attention_mask"],
+                output_attentions=True,
+                logits_to_keep=1,  # as the trace: the next-token logits only
+            )
+
+    print(
+        f"\ndecoder: Llama, 6 layers, 12 query heads / 4 K/V heads (GQA), d_model 384, RoPE, "
+        f"random weights, CPU, {THREADS} torch thread\nbaseline: tokenize + eager causal-LM "
+        "forward with output_attentions=True and the last position's logits (as the trace)"
+    )
+    print(f"{'n':>5} {'trace ms':>9} {'eager ms':>9} {'ratio':>6} {'best/best':>9}")
+    for n in SIZES:
+        text = text_of(n, tok)
+        reps = 40 if n < 512 else 16
+        got = paired_ms(
+            lambda text=text: trace_model(loaded, text), lambda text=text: plain(text), reps
+        )
+        print(f"{n:>5} {got['a']:>9.2f} {got['b']:>9.2f} {got['ratio']:>6.2f} {got['best']:>9.2f}")
+
+
 if __name__ == "__main__":
     main()
+    decoder()

@@ -7,7 +7,14 @@ import time
 
 import pytest
 import torch
-from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, GPT2Config
+from transformers import (
+    AutoModel,
+    AutoTokenizer,
+    BertConfig,
+    BertModel,
+    DistilBertConfig,
+    T5Config,
+)
 
 from attnviz.hooked import (
     IMPL,
@@ -266,10 +273,13 @@ def test_local_folder_loads(tiny, tiny_dir):
     assert trace.n_layers == 2 and trace.layers[0].weights.shape[0] == 4
 
 
-def test_non_bert_model_is_refused(tmp_path):
-    GPT2Config(n_layer=1, n_embd=16, n_head=2).save_pretrained(tmp_path)
-    with pytest.raises(ValueError, match="'gpt2' model"):
-        load_model(str(tmp_path))
+def test_unsupported_families_are_refused_by_name(tmp_path):
+    DistilBertConfig(n_layers=1, dim=16, n_heads=2, hidden_dim=32).save_pretrained(tmp_path / "d")
+    with pytest.raises(ValueError, match="'distilbert' model; attnviz traces these families"):
+        load_model(str(tmp_path / "d"))
+    T5Config(num_layers=1, d_model=16, num_heads=2, d_kv=8, d_ff=32).save_pretrained(tmp_path / "t")
+    with pytest.raises(ValueError, match="(?s)'t5' model, not supported.*position bias"):
+        load_model(str(tmp_path / "t"))
 
 
 def test_long_text_is_truncated_and_says_so(tiny, minilm):

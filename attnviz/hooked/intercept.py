@@ -28,6 +28,9 @@ class Knobs:
     temperature: float = 1.0  # logits are divided by it
     ablate: frozenset[tuple[int, int]] = frozenset()  # (layer, head) whose z is zeroed before W_O
     mask_tokens: tuple[int, ...] = ()  # key positions no query may attend to
+    # The attention blocks (layer numbers as in `ablate`) whose keys `mask_tokens` hides; None: all.
+    # An encoder-decoder hides source tokens: encoder self-attention and cross-attention only.
+    hide_in: frozenset[int] | None = None
 
     def heads_off(self, layer: int) -> list[int]:
         return sorted(h for (i, h) in self.ablate if i == layer)
@@ -38,7 +41,10 @@ class Recording:
     """Filled by `attnviz_attention` during one model call (travels as `attnviz_record`)."""
 
     layers: dict[int, dict[str, Any]] = field(default_factory=dict)
-    mask: torch.Tensor | None = None  # bool, broadcastable to [batch, head, q, k]
+    mask: torch.Tensor | None = None  # the last layer's bool mask, broadcastable to [b, h, q, k]
+    # id(attention module) -> its layer number in `layers` and `Knobs.ablate`; modules not in it use
+    # their own `layer_idx` (an encoder-decoder numbers encoder, decoder and cross blocks apart).
+    blocks: dict[int, int] = field(default_factory=dict)
 
 
 def _may_attend(
@@ -73,18 +79,28 @@ def attnviz_attention(
     d_head] in; (output [batch, q, head, d_head], weights [batch, head, q, k]) out. Inference only:
     dropout is not applied. Without knobs and recorder it is plain eager attention.
     """
+    for name in ("position_bias", "softcap", "s_aux", "sinks"):
+        if kwargs.get(name) is not None:
+            raise ValueError(
+                f"{type(module).__name__} passes {name} to its attention: attnviz's softmax(q·k·"
+                f"scale) would drop it, so this model is not supported"
+            )
     knobs = attnviz_knobs or Knobs()
+    block = module.layer_idx
+    if attnviz_record is not None:
+        block = attnviz_record.blocks.get(id(module), block)
     model_scale = query.shape[-1] ** -0.5 if scaling is None else scaling
     scale = (model_scale if knobs.use_scale else 1.0) / knobs.temperature
-    mask = _may_attend(attention_mask, knobs.mask_tokens, key.shape[-2], key.device)
+    hidden = knobs.mask_tokens if knobs.hide_in is None or block in knobs.hide_in else ()
+    mask = _may_attend(attention_mask, hidden, key.shape[-2], key.device)
     out = attend(query, key, value, mask, scale)
     z = out.z  # [batch, head, q, d_head]
-    off = knobs.heads_off(module.layer_idx)
+    off = knobs.heads_off(block)
     if off:
         z = z.index_fill(1, torch.tensor(off, device=z.device), 0.0)  # [batch, head, q, d_head]
     if attnviz_record is not None:
         attnviz_record.mask = mask
-        attnviz_record.layers[module.layer_idx] = {
+        attnviz_record.layers[block] = {
             "q": query,
             "k": key,
             "v": value,
@@ -92,6 +108,7 @@ def attnviz_attention(
             "weights": out.weights,
             "z": z,
             "scale": scale,
+            "mask": mask,  # bool [batch|1, 1, q|1, k] or None
         }
     return z.transpose(1, 2), out.weights  # [batch, q, head, d_head], [batch, head, q, k]
 

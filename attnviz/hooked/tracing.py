@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 import torch.nn.functional as F
 
-from attnviz.hooked.families import POST_LN, SPECIAL_ROLES
+from attnviz.hooked.families import CROSS, DECODER, POST_LN, SPECIAL_ROLES
 from attnviz.hooked.intercept import Knobs, Recording
 from attnviz.hooked.loading import LoadedModel
 from attnviz.trace import LayerTrace, Trace
@@ -26,9 +26,10 @@ def _check_knobs(
         raise ValueError(f"temperature={temperature} must be a positive number (1 = unchanged)")
     heads = frozenset((int(layer), int(head)) for layer, head in ablate)
     for layer, head in sorted(heads):
-        if not (0 <= layer < model.n_layers and 0 <= head < model.n_heads):
+        n_heads = model.blocks[layer].n_heads if 0 <= layer < len(model.blocks) else model.n_heads
+        if not (0 <= layer < model.n_blocks and 0 <= head < n_heads):
             raise ValueError(
-                f"ablate=({layer}, {head}) is outside the model: layers 0..{model.n_layers - 1}, "
+                f"ablate=({layer}, {head}) is outside the model: layers 0..{model.n_blocks - 1}, "
                 f"heads 0..{model.n_heads - 1}"
             )
     limit = model.max_length if max_length is None else int(max_length)
@@ -57,11 +58,13 @@ def _encode(
     return dict(enc), [len(ids) for ids in full]
 
 
-def _special(model: LoadedModel, ids: list[int]) -> dict[str, list[int]]:
+def _special(model: LoadedModel, ids: list[int], attention: list[int]) -> dict[str, list[int]]:
     found = {}
     for label, attr in SPECIAL_ROLES.items():
         token_id = getattr(model.tokenizer, attr, None)
         found[label] = [i for i, t in enumerate(ids) if token_id is not None and t == token_id]
+    # Padding is what the attention mask leaves out (a GPT-2 tokenizer pads with its end token).
+    found["[PAD]"] = [i for i, a in enumerate(attention) if not a]
     return found
 
 
@@ -89,32 +92,66 @@ def trace_batch(
         if len(text_pairs) != len(texts) or not all(p and p.strip() for p in text_pairs):
             raise ValueError("text_pairs needs one non-empty second sentence per text")
         pairs = list(text_pairs)
-    enc, n_input = _encode(model, texts, pairs, limit)
+    if model.kind == "encoder-decoder":
+        enc, n_input = _encode(model, texts, None, limit)
+        dec = _decoder_inputs(model, pairs or texts, limit)
+    else:
+        enc, n_input = _encode(model, texts, pairs, limit)
+        dec = None
     n = enc["input_ids"].shape[1]
     masked = tuple(sorted({int(p) for p in mask_tokens}))
     if masked and not 0 <= masked[0] <= masked[-1] < n:
         raise ValueError(f"mask_tokens={list(masked)} must be token positions 0..{n - 1}")
-    knobs = Knobs(use_scale=use_scale, temperature=temperature, ablate=heads, mask_tokens=masked)
-    record = Recording()
+    hide_in = None
+    if dec is not None:  # mask_tokens are source tokens: hidden from encoder and cross blocks
+        hide_in = frozenset(i for i, b in enumerate(model.blocks) if b.part != DECODER)
+    knobs = Knobs(
+        use_scale=use_scale,
+        temperature=temperature,
+        ablate=heads,
+        mask_tokens=masked,
+        hide_in=hide_in,
+    )
+    record = Recording(blocks={id(b.attention): i for i, b in enumerate(model.blocks)})
     dev = torch.device(model.device)
     inputs = {k: v.to(dev) for k, v in enc.items() if k != "special_tokens_mask"}
+    if model.kind != "encoder":  # decoders take no segment ids (GPT-2 would embed them)
+        inputs = {k: inputs[k] for k in ("input_ids", "attention_mask")}
+    if model.kind == "decoder" and bool(enc["attention_mask"].all()):
+        # Without padding every input ends at the last position: only its logits are kept
+        # ([batch, 1, vocab] instead of [batch, n, vocab], 256 MiB for a 128k vocabulary at 512).
+        inputs["logits_to_keep"] = 1
+    if dec is not None:
+        inputs["decoder_input_ids"] = dec["input_ids"].to(dev)
+        inputs["decoder_attention_mask"] = dec["attention_mask"].to(dev)
     with torch.inference_mode():
         out = model.model(
             **inputs,
-            output_hidden_states=model.model_type in POST_LN,
+            output_hidden_states=model.kind != "encoder" or model.model_type in POST_LN,
             attnviz_knobs=knobs,
             attnviz_record=record,
         )
-        hidden = out.last_hidden_state  # [batch, n, d_model]
+        if model.kind == "encoder":
+            hidden = out.last_hidden_state  # [batch, n, d_model]
+        elif model.kind == "decoder":
+            hidden = out.hidden_states[-1]  # [batch, n, d_model]
+        else:
+            hidden = out.encoder_last_hidden_state  # [batch, n, d_model]
         keep = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # [batch, n, 1]
         embedding = (hidden * keep).sum(1) / keep.sum(1).clamp_min(1e-9)  # [batch, d_model]
-        outputs = []
-        for i, layer in enumerate(model.layers):
-            z = record.layers[i]["z"]  # [batch, head, n, d_head]
-            z_cat = z.transpose(1, 2).reshape(-1, z.shape[1] * z.shape[3])  # [batch * n, d_model]
-            w_o = layer.attention.output.dense  # the same W_O the model applies next; exact
-            out_i = torch.addmm(w_o.bias, z_cat, w_o.weight.t())  # [batch * n, d_model]
-            outputs.append(out_i.view(z.shape[0], n, -1))  # [batch, n, d_model]
+        outputs = [_w_o(block, record.layers[i]["z"]) for i, block in enumerate(model.blocks)]
+        dec_hidden = dec_embedding = None
+        if dec is not None:
+            dec_hidden = out.decoder_hidden_states[-1]  # [batch, m, d_model]
+            dec_keep = inputs["decoder_attention_mask"].unsqueeze(-1).to(dec_hidden.dtype)
+            dec_embedding = (dec_hidden * dec_keep).sum(1) / dec_keep.sum(1)  # [batch, d_model]
+        next_logits = None
+        if model.kind != "encoder":
+            last = (dec or enc)["attention_mask"].sum(-1).to(dev) - 1  # [batch]
+            if "logits_to_keep" in inputs:
+                last = torch.zeros_like(last)  # [batch] the one position kept
+            rows = torch.arange(last.shape[0], device=dev)  # [batch]
+            next_logits = out.logits[rows, last]  # [batch, vocab] the logits after the last token
 
     on_cpu = dev.type == "cpu" and hidden.dtype == torch.float32
 
@@ -129,48 +166,124 @@ def trace_batch(
         "mask_tokens": list(masked),
         "max_length": limit,
         "model_type": model.model_type,
+        "kind": model.kind,
         "embedding": "mean-pooled over the attention mask, not L2-normalised",
     }
     traces = []
     for b, ids in enumerate(enc["input_ids"].tolist()):
-        mask = torch.ones(n, n, dtype=torch.bool)  # [q, k]
-        if record.mask is not None:
-            mask &= cpu(record.mask[min(b, record.mask.shape[0] - 1), 0]).bool()  # [q|1, k]
-        layers = []
-        for i in range(model.n_layers):
-            rec = record.layers[i]
-            x = out.hidden_states[i][b] if out.hidden_states is not None else None  # [n, d_model]
-            layers.append(
-                LayerTrace(
-                    q=cpu(rec["q"][b]),  # [head, n, d_head]
-                    k=cpu(rec["k"][b]),  # [head, n, d_head]
-                    v=cpu(rec["v"][b]),  # [head, n, d_head]
-                    scores=cpu(rec["scores"][b]),  # [head, n, n]
-                    scale=float(rec["scale"]),
-                    mask=mask,  # [n, n] shared by all layers
-                    weights=cpu(rec["weights"][b]),  # [head, n, n]
-                    z=cpu(rec["z"][b]),  # [head, n, d_head]
-                    output=cpu(outputs[i][b]),  # [n, d_model]
-                    x=None if x is None else cpu(x),
+        masks: list[torch.Tensor] = []  # distinct masks, so layers with the same one share it
+
+        def layer_traces(part: str, n_q: int, n_k: int, b: int = b, masks=masks) -> list:
+            return _layer_traces(model, record, out, outputs, cpu, masks, part, b, n_q, n_k)
+
+        first = model.blocks[0].part
+        tokens = model.tokenizer.convert_ids_to_tokens(ids)
+        trace = Trace(
+            tokens=tokens,
+            layers=layer_traces(first, n, n),
+            source=model.name,
+            truncated=n_input[b] > sum(enc["attention_mask"][b].tolist()),
+            n_input_tokens=n_input[b],
+            token_types=enc["token_type_ids"][b].tolist() if "token_type_ids" in enc else [0] * n,
+            special=_special(model, ids, enc["attention_mask"][b].tolist()),
+            hidden=cpu(hidden[b]),  # [n, d_model]
+            embedding=cpu(embedding[b]),  # [d_model]
+            meta=dict(meta, part=first, first_layer=0),
+        )
+        if model.kind == "decoder":
+            trace.next_logits = cpu(next_logits[b])  # [vocab]
+        if dec is not None:
+            d_ids = dec["input_ids"][b].tolist()
+            m = len(d_ids)
+            d_tokens = model.tokenizer.convert_ids_to_tokens(d_ids)
+            d_special = _special(model, d_ids, dec["attention_mask"][b].tolist())
+            for part, keys in ((DECODER, None), (CROSS, tokens)):
+                trace.parts[part] = Trace(
+                    tokens=d_tokens,
+                    key_tokens=keys,
+                    layers=layer_traces(part, m, n if keys else m),
+                    source=model.name,
+                    special=d_special if keys is None else trace.special,
+                    hidden=cpu(dec_hidden[b]),  # [m, d_model] the decoder's final states
+                    embedding=cpu(dec_embedding[b]),  # [d_model]
+                    next_logits=cpu(next_logits[b]),  # [vocab]
+                    meta=dict(meta, part=part, first_layer=_first(model, part)),
                 )
-            )
-        traces.append(
-            Trace(
-                tokens=model.tokenizer.convert_ids_to_tokens(ids),
-                layers=layers,
-                source=model.name,
-                truncated=n_input[b] > sum(enc["attention_mask"][b].tolist()),
-                n_input_tokens=n_input[b],
-                token_types=enc["token_type_ids"][b].tolist()
-                if "token_type_ids" in enc
-                else [0] * n,
-                special=_special(model, ids),
-                hidden=cpu(hidden[b]),  # [n, d_model]
-                embedding=cpu(embedding[b]),  # [d_model]
-                meta=dict(meta),
+        traces.append(trace)
+    return traces
+
+
+def _layer_traces(
+    model: LoadedModel,
+    record: Recording,
+    out,
+    outputs: list[torch.Tensor],
+    cpu: Callable[[torch.Tensor], torch.Tensor],
+    masks: list[torch.Tensor],
+    part: str,
+    b: int,
+    n_q: int,
+    n_k: int,
+) -> list[LayerTrace]:
+    """One LayerTrace per block of `part`, for batch item b; equal masks become one tensor."""
+    layers = []
+    for i, block in enumerate(model.blocks):
+        if block.part != part:
+            continue
+        rec = record.layers[i]
+        mask = torch.ones(n_q, n_k, dtype=torch.bool)  # [q, k]
+        if rec["mask"] is not None:
+            mask &= cpu(rec["mask"][min(b, rec["mask"].shape[0] - 1), 0]).bool()  # [q|1, k]
+        mask = next((m for m in masks if torch.equal(m, mask)), mask)
+        if not any(m is mask for m in masks):
+            masks.append(mask)
+        x = None
+        if model.model_type in POST_LN and out.hidden_states is not None:
+            x = cpu(out.hidden_states[block.layer][b])  # [n, d_model]
+        layers.append(
+            LayerTrace(
+                q=cpu(rec["q"][b]),  # [head, n_q, d_head]
+                k=cpu(rec["k"][b]),  # [kv_head, n_k, d_head]
+                v=cpu(rec["v"][b]),  # [kv_head, n_k, d_head]
+                scores=cpu(rec["scores"][b]),  # [head, n_q, n_k]
+                scale=float(rec["scale"]),
+                mask=mask,  # [n_q, n_k]
+                weights=cpu(rec["weights"][b]),  # [head, n_q, n_k]
+                z=cpu(rec["z"][b]),  # [head, n_q, d_head]
+                output=cpu(outputs[i][b]),  # [n_q, d_model]
+                x=x,
             )
         )
-    return traces
+    return layers
+
+
+def _first(model: LoadedModel, part: str) -> int:
+    """The layer number (as in `ablate`) of the first block of a part."""
+    return next(i for i, b in enumerate(model.blocks) if b.part == part)
+
+
+def _w_o(block, z: torch.Tensor) -> torch.Tensor:
+    """The block's output: concat(z) through the model's own W_O, exactly as the model does next."""
+    b, h, n, d = z.shape  # [batch, head, n, d_head]
+    z_cat = z.transpose(1, 2).reshape(-1, h * d)  # [batch * n, head * d_head]
+    w_o = block.w_o
+    weight = w_o.weight if type(w_o).__name__ == "Conv1D" else w_o.weight.t()  # [hd, d_model]
+    no_bias = w_o.bias is None
+    out = z_cat @ weight if no_bias else torch.addmm(w_o.bias, z_cat, weight)  # [batch * n, d]
+    return out.view(b, n, -1)  # [batch, n, d_model]
+
+
+def _decoder_inputs(model: LoadedModel, targets: list[str], limit: int) -> dict[str, torch.Tensor]:
+    """What the decoder reads: its start token, then the target text's tokens (padded)."""
+    start = model.model.config.decoder_start_token_id
+    enc, _ = _encode(model, targets, None, limit - 1)
+    ids = enc["input_ids"]  # [batch, m]
+    first = torch.full((ids.shape[0], 1), start, dtype=ids.dtype)  # [batch, 1]
+    ones = torch.ones_like(first)  # [batch, 1]
+    return {
+        "input_ids": torch.cat([first, ids], 1),  # [batch, m + 1]
+        "attention_mask": torch.cat([ones, enc["attention_mask"]], 1),  # [batch, m + 1]
+    }
 
 
 def trace_model(

@@ -8,24 +8,28 @@ import torch
 from attnviz.trace import Trace
 from attnviz.ui.common import t
 
+DTYPES = ["float32", "bfloat16", "auto"]  # "auto": bfloat16 on a GPU, float32 on the CPU
+
 
 def devices() -> list[str]:
     return ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
 @st.cache_resource(max_entries=3, show_spinner=False)
-def load_bert(name: str | None, device: str, _progress=None):
-    """One copy per (name, device) for the whole process, shared by every session."""
+def load_bert(name: str | None, device: str, _progress=None, dtype: str = "float32"):
+    """One copy per (name, device, dtype) for the whole process, shared by every session."""
     from attnviz.hooked import load_model
 
-    return load_model(name or None, device=device, progress=_progress)
+    return load_model(name or None, device=device, progress=_progress, dtype=dtype)
 
 
-def get_model(name: str | None, device: str):
+def get_model(name: str | None, device: str, dtype: str = "float32"):
     """The model, with progress while it loads and a clear message (None) when it cannot."""
     try:
         with st.status(t("bert.loading", name=name or t("bert.bundled")), expanded=False) as status:
-            model = load_bert(name or None, device, _progress=lambda m: status.update(label=m))
+            model = load_bert(
+                name or None, device, _progress=lambda m: status.update(label=m), dtype=dtype
+            )
             status.update(
                 label=t("bert.loaded", name=model.name, device=model.device), state="complete"
             )
@@ -38,7 +42,7 @@ def get_model(name: str | None, device: str):
 @st.cache_resource(max_entries=24, show_spinner=False)
 def bert_trace(
     _model,
-    model_key: tuple[str, str],
+    model_key: tuple[str, ...],
     text: str,
     pair: str | None,
     use_scale: bool = True,

@@ -1,0 +1,181 @@
+"""Widgets for a pretrained model of any family: what was loaded, which attention of an
+encoder-decoder to look at, the heads to silence, and a decoder's next-token prediction."""
+
+from __future__ import annotations
+
+import html
+
+import streamlit as st
+
+from attnviz import figures, model_figures
+from attnviz.next_token import top_k
+from attnviz.trace import Trace
+from attnviz.ui.common import chart, t, url_seed, url_sync
+
+PARTS = ("encoder", "decoder", "cross")
+_MARKDOWN = str.maketrans({c: "\\" + c for c in "\\`*_{}[]()<>#+-.!|~$:"})
+
+
+def md_text(text: str) -> str:
+    """Model text (a token, a folder name) shown literally inside Markdown."""
+    return html.escape(text, quote=False).translate(_MARKDOWN)
+
+
+PREFIX = {"encoder": "E", "decoder": "D", "cross": "X"}  # heads of an encoder-decoder: E0H3
+LAST_MODEL = "pm_last_model"  # not a widget key: it outlives a page switch
+
+
+def summary(model) -> None:
+    """One line: the family, its kind, and its shape (with the K/V grouping). Remembers the
+    model for this session when it shares K/V (GQA or MQA), so the MHA·MQA·GQA page can show
+    its real grouping."""
+    if model.n_kv_heads is not None and model.n_kv_heads < model.n_heads:
+        st.session_state[LAST_MODEL] = model.name
+    kv = model.n_kv_heads or model.n_heads
+    grouping = "MHA" if kv == model.n_heads else ("MQA" if kv == 1 else "GQA")
+    st.caption(
+        t(
+            "pm.summary",
+            family=model.model_type,
+            kind=t(f"pm.kind.{model.kind}"),
+            layers=model.n_layers,
+            heads=model.n_heads,
+            kv=kv,
+            grouping=grouping,
+            d=model.d_head,
+            dtype=str(model.model.dtype).removeprefix("torch."),
+        )
+    )
+
+
+def head_choices(model) -> dict[str, tuple[int, int]]:
+    """Label -> (layer as `ablate` counts it, head). L2H5 for one stack; E/D/X2H5 for the
+    encoder, decoder and cross blocks of an encoder-decoder."""
+    choices = {}
+    for i, block in enumerate(model.blocks):
+        prefix = PREFIX[block.part] if model.kind == "encoder-decoder" else "L"
+        for h in range(block.n_heads):
+            choices[f"{prefix}{block.layer}H{h}"] = (i, h)
+    return choices
+
+
+def pick_part(model) -> str:
+    """Which attention of an encoder-decoder to draw; the only one of any other model."""
+    if model.kind != "encoder-decoder":
+        return model.blocks[0].part
+    url_seed("b_part", list(PARTS), "encoder")
+    part = st.segmented_control(
+        t("pm.part"), PARTS, format_func=lambda p: t(f"pm.part.{p}"), key="b_part"
+    )
+    url_sync("b_part", "encoder")
+    st.caption(t("pm.part_help"))
+    return part or "encoder"
+
+
+def next_tokens(model, trace: Trace, base: Trace | None, k: int = 10) -> None:
+    """The k most likely next tokens after the input; with `base`, beside the unchanged model's."""
+    dec = trace.part("decoder") if trace.parts else trace
+    if dec.next_logits is None:
+        return
+    base_dec = None if base is None else (base.part("decoder") if base.parts else base)
+    rows = top_k(dec, lambda i: model.tokenizer.decode([i]), k=k, base=base_dec)
+    fig = model_figures.next_tokens(
+        rows,
+        title=t("pm.next_title", token=figures.escape([dec.tokens[-1]])[0]),
+        now_label=t("pm.next_now") if base_dec is not None else "p",
+        base_label=t("pm.next_base"),
+    )
+    left, right = st.columns([3, 2], vertical_alignment="center")
+    with left:
+        chart(fig, key="next_tokens")
+    with right:
+        _next_caption(rows, base_dec is not None)
+
+
+def _next_caption(rows, compared: bool) -> None:
+    if compared:
+        top, top_base = rows[0], min(rows, key=lambda r: r.rank_base or 0)
+        st.caption(
+            t(
+                "pm.next_diff",
+                now=md_text(repr(top.token)),
+                p=top.p,
+                was=md_text(repr(top_base.token)),
+                p_was=top_base.p_base,
+                p_now=top_base.p,
+            )
+        )
+    else:
+        st.caption(t("pm.next_help"))
+
+
+def grouping_section(text: str) -> None:
+    """The MHA·MQA·GQA page's part about a real model: its grouping, its K per kv head, a live
+    check that expanding K reproduces its weights, and what the grouping saves in the cache."""
+    from attnviz.grouping import expanded_error, kv_cache_bytes, mode
+    from attnviz.sharing import kv_head_of
+    from attnviz.ui import bert
+
+    st.subheader(t("pm.gqa_title"))
+    if "sh_model" not in st.session_state and "sh_model" not in st.query_params:
+        st.session_state["sh_model"] = st.session_state.get(LAST_MODEL, "")
+    name = st.text_input(
+        t("pm.gqa_model"), key="sh_model", help=t("pm.gqa_model_help"), bind="query-params"
+    )
+    if not name.strip():
+        st.caption(t("pm.gqa_none"))
+        return
+    model = bert.get_model(name.strip(), "auto")
+    if model is None:
+        return
+    h, kv = model.n_heads, model.n_kv_heads or model.n_heads
+    st.markdown(
+        t(
+            "pm.gqa_mode",
+            name=md_text(model.name),
+            mode=mode(h, kv),
+            h=h,
+            kv=kv,
+            g=h // kv,
+            layers=model.n_layers,
+        )
+    )
+    kv_of = kv_head_of(h, kv)
+    chart(figures.sharing_diagram(kv_of, q_label=t("pg.heads"), kv_label=t("sh.kv")), key="real")
+    try:
+        trace = bert.bert_trace(model, (model.name, model.device, "float32"), text, None)
+    except ValueError as err:
+        st.info(str(err))
+        return
+    if trace.parts:  # an encoder-decoder: the decoder's self-attention is where GQA would be
+        trace = trace.part("decoder")
+    layer = st.slider(t("pm.gqa_layer"), 0, trace.n_layers - 1, 0, key="sh_real_layer")
+    lt = trace.layers[layer]
+    m1, m2, m3 = st.columns(3)
+    n = 4096
+    m1.metric(t("pm.gqa_check"), f"{expanded_error(lt):.1e}")
+    m2.metric(
+        t("pm.gqa_cache", n=n),
+        f"{kv_cache_bytes(model.n_layers, kv, model.d_head, n) / 2**20:,.0f} MiB",
+    )
+    m3.metric(
+        t("pm.gqa_cache_mha"),
+        f"{kv_cache_bytes(model.n_layers, h, model.d_head, n) / 2**20:,.0f} MiB",
+    )
+    st.caption(t("pm.gqa_check_help", kv=kv, h=h, d=model.d_head, g=h // kv))
+    shown = min(kv, 8)
+    cols = st.columns(min(shown, 4))
+    for g in range(shown):
+        heads = ", ".join(str(q) for q in range(h) if kv_of[q] == g)
+        fig = figures.vectors(
+            lt.k[g],
+            trace.key_tokens,
+            title=t("pm.gqa_k_title", l=layer, g=g, heads=heads),
+            value_name="k",
+            height=320,
+            max_ticks=8,
+            y_title=t("w.key"),
+            show_scale=False,
+        )
+        with cols[g % len(cols)]:
+            chart(fig, key=f"real_k_{g}")

@@ -1,0 +1,61 @@
+"""Next-token top-k with its diff, and a real model's K/V grouping numbers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnviz.grouping import expanded_error, kv_cache_bytes, mode
+from attnviz.model_figures import next_tokens
+from attnviz.next_token import probabilities, top_k
+from attnviz.trace import LayerTrace, Trace
+
+
+def fake(logits: list[float]) -> Trace:
+    return Trace(tokens=["a"], layers=[], source="test", next_logits=torch.tensor(logits))
+
+
+def test_top_k_is_sorted_softmax_and_keeps_the_demoted_favourite() -> None:
+    base = fake([3.0, 2.0, 1.0, 0.0])
+    now = fake([0.0, 2.0, 1.0, 3.0])  # token 3 overtakes token 0
+    p = probabilities(now)
+    torch.testing.assert_close(p.sum(), torch.tensor(1.0))
+    rows = top_k(now, str, k=2, base=base)
+    assert [r.token_id for r in rows] == [3, 1, 0]  # top 2 now, then base's favourite
+    assert [r.rank for r in rows] == [1, 2, 4] and rows[2].rank_base == 1
+    assert rows[0].p == pytest.approx(float(p[3])) and rows[0].p_base == pytest.approx(
+        float(probabilities(base)[3])
+    )
+    assert rows[0].delta > 0 > rows[2].delta
+    alone = top_k(now, str, k=10)
+    assert len(alone) == 4 and alone[0].p_base is None
+    fig = next_tokens(rows, title="<b>x</b>")
+    assert len(fig.data) == 2 and fig.data[0].orientation == "h"
+    assert len(next_tokens(alone).data) == 1
+
+
+def test_top_k_needs_logits_and_a_sane_k() -> None:
+    with pytest.raises(ValueError, match="no next-token logits"):
+        top_k(Trace(tokens=["a"], layers=[], source="t"), str)
+    with pytest.raises(ValueError, match="k=0"):
+        top_k(fake([1.0, 2.0]), str, k=0)
+
+
+def test_expanded_error_is_zero_for_a_consistent_gqa_layer_and_not_for_a_broken_one() -> None:
+    torch.manual_seed(0)
+    q, k, v = torch.randn(4, 5, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 8)
+    mask = torch.ones(5, 5, dtype=torch.bool).tril()  # [q, k] causal
+    k_full = k.repeat_interleave(2, 0)  # [head, k, d]
+    logits = (q @ k_full.transpose(-1, -2) * 0.3).masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(logits, -1)  # [head, q, k]
+    layer = LayerTrace(
+        q=q, k=k, v=v, scores=q @ k_full.transpose(-1, -2), scale=0.3, mask=mask,
+        weights=weights, z=weights @ v.repeat_interleave(2, 0), output=torch.zeros(5, 16),
+    )  # fmt: skip
+    assert expanded_error(layer) < 1e-6
+    wrong = LayerTrace(**{**layer.__dict__, "k": k.flip(0)})  # groups swapped
+    assert expanded_error(wrong) > 1e-3
+    assert mode(8, 8) == "MHA" and mode(8, 1) == "MQA" and mode(8, 2) == "GQA"
+    assert kv_cache_bytes(32, 8, 128, 4096) == 2 * 32 * 8 * 128 * 4096 * 4  # Llama-3-8B: 512 MiB
+    with pytest.raises(ValueError, match="does not divide"):
+        mode(8, 3)

@@ -1,0 +1,87 @@
+"""attnviz.show: the app's figures outside the app, and the docs/ example that uses it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import attnviz
+from attnviz.notebook import VIEWS
+from attnviz.ui.common import DEFAULT_TEXT
+from tests.apphelpers import ROOT, app, specs
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return attnviz.trace_model(attnviz.load_model(device="cpu"), DEFAULT_TEXT)
+
+
+def same_figure(ours, page_spec: dict) -> None:
+    mine = json.loads(ours.to_json())
+    assert mine["data"] == page_spec["data"]
+    assert mine["layout"]["title"] == page_spec["layout"]["title"]
+
+
+@pytest.mark.parametrize(
+    ("view", "query", "selection"),
+    [
+        ("overview", {"layer": "3", "head": "7"}, dict(layer=3, head=7)),
+        ("detail", {"layer": "2", "head": "5"}, dict(layer=2, head=5)),
+        ("query", {"layer": "1", "head": "4", "query": "3"}, dict(layer=1, head=4, query=3)),
+        ("outputs", {"layer": "4", "head": "2"}, dict(layer=4, head=2)),
+        ("heads", {"layer": "2"}, dict(layer=2)),
+    ],
+)
+def test_show_returns_the_figures_the_page_draws(trace, view, query, selection) -> None:
+    at = app("app_pages/bert.py", query={"view": view, **query})
+    assert not at.exception, at.exception
+    page = specs(at)
+    mine = attnviz.show(trace, view=view, **selection)
+    mine = mine if isinstance(mine, list) else [mine]
+    # The page draws the view last (after the what-if panel); compare those charts.
+    tail = page[-len(mine) :]
+    if view == "overview":  # the overview page also draws the head detail below the mosaic
+        tail = [next(s for s in page if s["data"][0]["type"] == "image")]
+    if view == "heads":  # three columns: the page lists heads 0, 3, 6, 9, 1, 4...
+        tail = sorted(tail, key=lambda s: int(s["layout"]["title"]["text"].split()[-1]))
+    for fig, spec in zip(mine, tail, strict=True):
+        same_figure(fig, spec)
+
+
+def test_show_rejects_what_it_cannot_draw(trace) -> None:
+    with pytest.raises(ValueError, match="view='sankey' is not a view: use one of heads"):
+        attnviz.show(trace, view="sankey")
+    with pytest.raises(ValueError, match=r"layer=9 is outside the trace: pick 0\.\.5"):
+        attnviz.show(trace, view="detail", layer=9)
+    with pytest.raises(TypeError, match="colour"):
+        attnviz.show(trace, view="detail", colour="red")
+    assert set(VIEWS) >= {"overview", "detail", "heads", "query", "link", "outputs"}
+    assert attnviz.show(trace, view="detail", lang="zh")[2].layout.title.text == "softmax 权重"
+
+
+def test_docs_example_runs(tmp_path) -> None:
+    # As after `pip install -e .`: attnviz importable from anywhere (here through PYTHONPATH).
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, ATTNVIZ_EXAMPLE_OUT=str(tmp_path), HF_HUB_OFFLINE="1", PYTHONPATH=path)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "notebook_example.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "it -> animal, strongest head weight" in done.stdout
+    assert "k (2, 8, 8) (unexpanded), mask causal: True" in done.stdout
+    html = sorted(p.name for p in tmp_path.glob("*.html"))
+    assert html == [
+        "bert_detail_weights.html",
+        "bert_link.html",
+        "bert_overview.html",
+        "llama_silenced_head.html",
+    ]
