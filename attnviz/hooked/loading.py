@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
+from attnviz import validate
+from attnviz.budget import check_model_config
 from attnviz.hooked.families import BERT_FAMILY, ROBERTA_POSITIONS
 from attnviz.hooked.intercept import IMPL
 
@@ -146,6 +148,8 @@ def load_model(
     (taken from the local cache, else from the Hub if online; fails fast with a ValueError when it
     cannot be found). Never runs remote code; prefers safetensors. `progress` gets short messages.
     """
+    name, device = validate.model_name(name), validate.device(device)
+    validate.model_folder(name)
     dev = _pick_device(device)
     label = name or DEFAULT_NAME
     _say(progress, f"Finding {label}")
@@ -154,6 +158,7 @@ def load_model(
         config = AutoConfig.from_pretrained(source, local_files_only=local_only)
     except (OSError, ValueError) as e:
         raise ValueError(f"Could not read a model config from {label!r}: {e}") from e
+    check_model_config(config, repr(label))
     if config.model_type not in BERT_FAMILY:
         raise ValueError(
             f"{label!r} is a {config.model_type!r} model; attnviz traces BERT-family encoders "

@@ -1,0 +1,31 @@
+"""Showing user text inside Markdown without it becoming Markdown.
+
+Streamlit renders st.error / st.info / st.caption / st.markdown bodies, status and expander labels
+and radio options as GitHub Markdown plus its own directives (`:red[...]`, `:material/icon:`,
+emoji shortcodes, `$...$` LaTeX). A model name or an error message that repeats user text must go
+through `escape` (every ASCII punctuation mark backslash-escaped, as CommonMark allows, and line
+breaks flattened) or be shown as `code`.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+
+_PUNCT = re.compile("([" + re.escape(string.punctuation) + "])")
+_BREAKS = re.compile(r"[\r\n\t\f\v\u2028\u2029\x00-\x08\x0b-\x1f\x7f]+")
+_TICKS = re.compile("`+")
+
+
+def escape(text: object) -> str:
+    """`text` as literal characters in Markdown: no emphasis, links, HTML, directives or LaTeX."""
+    return _PUNCT.sub(r"\\\1", _BREAKS.sub(" ", str(text)))
+
+
+def code(text: object) -> str:
+    """`text` as an inline code span (literal by definition), fenced with more backticks than any
+    run inside it."""
+    flat = _BREAKS.sub(" ", str(text))
+    runs = [len(m.group()) for m in _TICKS.finditer(flat)]
+    fence = "`" * (max(runs, default=0) + 1)
+    return f"{fence} {flat} {fence}"
