@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from attnviz import StackConfig, trace_text
-from attnviz.budget import budget, stack_trace_bytes, stack_weight_bytes, stack_work
 from tests.apphelpers import app, heatmap_specs
 
 SENT = "The animal didn't cross the street because it was too tired."
@@ -154,6 +153,8 @@ def test_defect_4_the_link_gets_a_message_and_no_big_trace() -> None:
 
 
 def test_estimates_match_what_the_stack_allocates() -> None:
+    from attnviz.budget import stack_trace_bytes, stack_weight_bytes, stack_work
+
     config = StackConfig(d_model=64, n_heads=8, n_kv_heads=2, n_layers=3, ffn=True)
     from attnviz.stack import build_weights
 
@@ -177,6 +178,8 @@ def test_estimates_match_what_the_stack_allocates() -> None:
 
 
 def test_budget_reads_environment_overrides(monkeypatch) -> None:
+    from attnviz.budget import budget
+
     budget.cache_clear()
     try:
         monkeypatch.setenv("ATTNVIZ_MAX_WEIGHT_BYTES", str(2**20))
@@ -306,6 +309,8 @@ def test_defect_8_model_name_is_never_live_markdown() -> None:
 
 
 def test_public_mode_offers_only_the_allowlist(monkeypatch) -> None:
+    from attnviz.budget import budget
+
     monkeypatch.setenv("ATTNVIZ_PUBLIC", "1")
     budget.cache_clear()
     try:
