@@ -153,7 +153,8 @@ def stack_controls(defaults: dict | None = None) -> StackConfig | None:
 
     d = {"d_model": 64, "heads": 4, "layers": 1, **(defaults or {})}
     n_q, n_k = limits.tokens_of(text()), limits.tokens_of(pair() or text())
-    if "d_model" not in st.session_state and (refused := limits.link_refusal(n_q, n_k)):
+    refused = "d_model" not in st.session_state and limits.link_refusal(n_q, n_k)
+    if refused:  # a link asked for more than the budget: say so, and trace nothing this run
         st.error(t("err.link_budget", msg=markup.escape(refused)))
     c1, c2, c3, c4, c5 = st.columns(5)
     with c1:
@@ -204,6 +205,8 @@ def stack_controls(defaults: dict | None = None) -> StackConfig | None:
     temperature = t6.number_input(
         t("pg.temperature"), 0.05, 20.0, value=1.0, step=0.25, key="temp", bind="query-params"
     )
+    if refused:
+        return None
     try:
         return StackConfig(
             d_model=d_model,
