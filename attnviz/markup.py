@@ -3,22 +3,25 @@
 Streamlit renders st.error / st.info / st.caption / st.markdown bodies, status and expander labels
 and radio options as GitHub Markdown plus its own directives (`:red[...]`, `:material/icon:`,
 emoji shortcodes, `$...$` LaTeX). A model name or an error message that repeats user text must go
-through `escape` (every ASCII punctuation mark backslash-escaped, as CommonMark allows, and line
+through `escape` (every punctuation mark Markdown gives a meaning to backslash-escaped, and line
 breaks flattened) or be shown as `code`.
 """
 
 from __future__ import annotations
 
 import re
-import string
 
-_PUNCT = re.compile("([" + re.escape(string.punctuation) + "])")
+# The ASCII punctuation that Markdown, HTML entities and Streamlit's directives give a meaning to;
+# quotes, commas, "?" and "/" mean nothing alone and stay as they are ("didn't", not "didn\\'t").
+_ACTIVE = "\\`*_{}[]()#+-.!|<>:$~=&"
+_PUNCT = re.compile("([" + re.escape(_ACTIVE) + "])")
 _BREAKS = re.compile(r"[\r\n\t\f\v\u2028\u2029\x00-\x08\x0b-\x1f\x7f]+")
 _TICKS = re.compile("`+")
 
 
 def escape(text: object) -> str:
-    """`text` as literal characters in Markdown: no emphasis, links, HTML, directives or LaTeX."""
+    """`text` as literal characters in Markdown: no emphasis, links, HTML, directives or LaTeX
+    (each active punctuation mark backslash-escaped, as CommonMark allows)."""
     return _PUNCT.sub(r"\\\1", _BREAKS.sub(" ", str(text)))
 
 
