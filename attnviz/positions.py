@@ -49,6 +49,10 @@ def order_blindness(text_a: str, text_b: str, config: StackConfig) -> OrderCheck
 def norm_example(batch: int = 2, seq: int = 5, d_model: int = 8, seed: int = 0) -> torch.Tensor:
     """A seeded [batch, seq, d_model] tensor whose features have different means and scales, so
     that the two normalisations visibly differ."""
+    for name, value in (("batch", batch), ("seq", seq), ("d_model", d_model)):
+        validate.whole(name, value, 1, 4096)
+    if batch * seq * d_model > 2**22:
+        raise ValueError(f"norm_example of {batch} x {seq} x {d_model} is too large: keep it small")
     g = _generator("norm", seed)
     x = torch.randn(batch, seq, d_model, generator=g)  # [batch, seq, d_model]
     shift = torch.linspace(-3, 3, d_model)  # [d_model]

@@ -10,7 +10,9 @@ label or figure string, no "nan" shown as a number.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
+import math
 import re
 import traceback
 from pathlib import Path
@@ -139,15 +141,35 @@ def engine_call(fn, *args, **kwargs):
     return out
 
 
+MAY_BE_MINUS_INF = ("scaled",)  # the walkthrough's masked logits: -inf by design, shown as such
+
+
+def finite_everywhere(value, name: str = "result") -> None:
+    """No NaN and no inf in any tensor or float of a result (dataclasses, lists, dicts walked)."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype.is_floating_point:
+            bad = torch.isnan(value) | torch.isinf(value)
+            if name in MAY_BE_MINUS_INF:
+                bad = torch.isnan(value) | (value == float("inf"))
+            assert not bad.any(), f"{name} has NaN or inf"
+    elif isinstance(value, float):
+        assert math.isfinite(value), f"{name}={value}"
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            finite_everywhere(v, str(k))
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            finite_everywhere(v, name)
+    elif dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            finite_everywhere(getattr(value, f.name), f.name)
+
+
 def check_numbers(out) -> None:
+    finite_everywhere(out)
     traces = out if isinstance(out, list) else [out]
     for trace in traces:
         if not isinstance(trace, Trace):
-            for value in vars(trace).values() if hasattr(trace, "__dict__") else []:
-                if isinstance(value, torch.Tensor) and value.dtype.is_floating_point:
-                    assert not torch.isnan(value).any()
-                elif isinstance(value, float):
-                    assert value == value  # not NaN
             continue
         for layer in trace.layers:
             for name in ("q", "k", "v", "scores", "weights", "z", "output"):
@@ -236,6 +258,48 @@ def test_knobs(minilm, kwargs) -> None:
 
     kwargs = {"text_pair": None, **kwargs}
     engine_call(trace_model, minilm, SENT, **kwargs)
+
+
+def _lesson_calls() -> list:
+    from attnviz import costs, lessons
+    from attnviz.positions import norm_example
+    from attnviz.sharing import comparison, kv_head_of
+    from attnviz.walkthrough import walkthrough
+
+    inf, nan = math.inf, math.nan
+    return [
+        (lessons.quadratic_position_scores, (15, 2, inf)),
+        (lessons.quadratic_position_scores, (15, nan, 2.0)),
+        (lessons.quadratic_position_scores, (10**9, 0, 1.0)),
+        (lessons.quadratic_position_scores, (15, 2, -1.0)),
+        (lessons.quadratic_position_scores, (15, 2, True)),
+        (lessons.quadratic_position_scores, (15, 2, 1e300)),
+        (lessons.kernel_from_heads, ((7, 7), nan)),
+        (lessons.kernel_from_heads, ((10**6, 10**6), 1.0)),
+        (lessons.kernel_from_heads, ((7, 7), 9999.0)),
+        (lessons.variance_sweep, ((10**9,),)),
+        (lessons.variance_sweep, ((64,), 10**9)),
+        (lessons.variance_sweep, ((1.5,),)),
+        (lessons.saturation_sweep, ((64,), 10**6)),
+        (norm_example, (10**6,)),
+        (norm_example, (2, 5, 8, 1.5)),
+        (costs.kv_cache_bytes, (2, 8, 64, 10, 1, inf)),
+        (costs.attention_params, (1.5, 2)),
+        (costs.flops_attention, (10**12, 10**12, 64, 8, 8)),
+        (kv_head_of, (8, 3)),
+        (kv_head_of, (True, 1)),
+        (comparison, (StackConfig(), -1)),
+        (comparison, ("not a config",)),
+        (walkthrough, ("x", 0)),
+        (walkthrough, ("x", 10**6)),
+        (walkthrough, ("x", 4, 0, True, False, 1.5)),
+    ]
+
+
+@pytest.mark.parametrize("index", range(25))
+def test_lesson_functions_with_hostile_arguments(index: int) -> None:
+    fn, args = _lesson_calls()[index]
+    engine_call(fn, *args)
 
 
 # ---- the app -------------------------------------------------------------------------------------
