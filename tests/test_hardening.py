@@ -264,6 +264,13 @@ def test_defect_7_playground_names_the_sentence_that_was_cut() -> None:
     assert "first sentence" not in warnings
 
 
+def test_bert_page_says_both_sentences_count_together() -> None:
+    at = app(BERT, {"text": "word " * 600})
+    assert not at.exception
+    warnings = " ".join(w.value for w in at.warning)
+    assert "longer than 512 tokens (both sentences together" in warnings
+
+
 def test_defect_7_d_ff_is_not_blamed_when_it_was_never_used() -> None:
     assert StackConfig(d_model=4096).d_model == 4096  # no FFN: d_ff plays no part
     with pytest.raises(ValueError, match=r"the default, 4 \* d_model=4096"):
