@@ -17,7 +17,7 @@ SATURATION_D_KS = (1, 4, 16, 64, 256, 1024)
 KERNEL_3X3 = tuple((a, b) for a in (-1, 0, 1) for b in (-1, 0, 1))  # Δ of each head, row-major
 
 
-MAX_ELEMENTS = 2**24  # the most numbers one lesson call may draw (64 MiB of float32)
+MAX_ELEMENTS = 2**26  # the most numbers one lesson call may draw (256 MiB of float32)
 
 
 def _whole(name: str, value: object, least: int = 1, most: int = MAX_ELEMENTS) -> int:
