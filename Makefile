@@ -46,6 +46,7 @@ bench: $(RUN_STAMP)
 	$(MALLOC) $(PY) bench/engine.py
 	$(MALLOC) $(PY) bench/hooked.py
 	$(MALLOC) $(PY) bench/app.py
+	$(MALLOC) $(PY) bench/hostile.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

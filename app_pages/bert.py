@@ -3,8 +3,9 @@ every tensor, plus what-if knobs with a diff and, for decoders, the next token."
 
 import streamlit as st
 
-from attnviz import figures, ui
+from attnviz import figures, markup, ui
 from attnviz.hooked import embedding_cosine
+from attnviz.public import allowed_models, public
 from attnviz.trace import weight_shift
 from attnviz.ui import bert, explorer, pretrained
 
@@ -13,9 +14,14 @@ st.title(t("bert.title"))
 st.caption(t("bert.intro"))
 
 with st.sidebar:
-    name = st.text_input(
-        t("bert.model"), key="model", help=t("bert.model_help"), bind="query-params"
-    )
+    if public():  # a class server: only the allowlist, never a typed name or folder
+        name = st.selectbox(
+            t("bert.model_public"), allowed_models(), key="model", bind="query-params"
+        )
+    else:
+        name = st.text_input(
+            t("bert.model"), key="model", help=t("bert.model_help"), bind="query-params"
+        )
     device = st.selectbox(t("bert.device"), bert.devices(), key="device", bind="query-params")
     dtype = st.selectbox(
         t("pm.dtype"), bert.DTYPES, key="dtype", help=t("pm.dtype_help"), bind="query-params"
@@ -43,8 +49,8 @@ with st.expander(t("bert.whatif"), expanded=True):
     base_trace = None
     try:
         base_trace = bert.bert_trace(model, model_key, ui.text(), ui.pair())
-    except ValueError as err:
-        st.info(t("err.empty") if "empty" in str(err) else str(err))
+    except (ValueError, TypeError) as err:
+        st.info(t("err.empty") if "empty" in str(err) else markup.escape(err))
         st.stop()
     tokens = base_trace.tokens
     masked = st.multiselect(

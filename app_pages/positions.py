@@ -4,7 +4,7 @@
 import pandas as pd
 import streamlit as st
 
-from attnviz import StackConfig, figures, ui
+from attnviz import StackConfig, figures, markup, ui
 from attnviz.lessons import kernel_from_heads, quadratic_position_scores
 from attnviz.positions import compare_norms, norm_example
 
@@ -18,8 +18,8 @@ first = c1.text_input(t("po.first"), "狗咬人", key="po_a", bind="query-params
 second = c2.text_input(t("po.second"), "人咬狗", key="po_b", bind="query-params")
 try:
     check = ui.cached_order_check(first, second, StackConfig(d_model=64, n_heads=4, n_layers=2))
-except ValueError as err:
-    st.info(str(err))
+except (ValueError, TypeError) as err:
+    st.info(markup.escape(err))
 else:
     st.dataframe(
         pd.DataFrame(

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attnviz import ui
+from attnviz import markup, ui
 from attnviz.walkthrough import STEPS, column_form
 
 t = ui.t
@@ -17,8 +17,8 @@ causal = c4.toggle(t("pg.causal"), value=False, key="st_causal", bind="query-par
 
 try:
     wt = ui.cached_walkthrough(ui.text() if own else "我爱水课", d_k, use_scale, causal)
-except ValueError:
-    st.info(t("err.empty"))
+except (ValueError, TypeError) as err:
+    st.info(t("err.empty") if "empty" in str(err) else markup.escape(err))
     st.stop()
 
 n, d = len(wt.tokens), wt.d_k
@@ -28,7 +28,7 @@ dims = [f"d{i}" for i in range(d)]
 query = st.radio(
     t("st.query"),
     range(n),
-    format_func=lambda i: wt.tokens[i],
+    format_func=lambda i: markup.escape(wt.tokens[i]),  # radio options render Markdown
     horizontal=True,
     key="st_query",
     index=min(1, n - 1),  # note 000 follows position 2, "爱"
@@ -97,7 +97,7 @@ ui.numbers(
     signed=signed,
 )
 row = ", ".join(f"{float(x):.3f}" for x in matrix[query])
-st.caption(t("st.row_caption", token=wt.tokens[query], values=row))
+st.caption(t("st.row_caption", token=markup.escape(wt.tokens[query]), values=row))
 
 with st.expander(t("st.columns_title"), expanded=step == "weights"):
     a, a_soft, diff = column_form(wt)

@@ -22,6 +22,8 @@ class Budget:
     max_trace_bytes: int = 512 * MiB  # ATTNVIZ_MAX_TRACE_BYTES: the tensors of one trace
     max_model_bytes: int = 8 * GiB  # ATTNVIZ_MAX_MODEL_BYTES: a pretrained model's parameters
     cache_bytes: int = 1 * GiB  # ATTNVIZ_CACHE_BYTES: all cached traces and figures together
+    max_text_chars: int = 100_000  # ATTNVIZ_MAX_TEXT_CHARS: characters in one sentence
+    max_work: int = 100 * 10**9  # ATTNVIZ_MAX_WORK: floating-point operations of one trace
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -31,7 +33,9 @@ class Budget:
 
 
 def _from_env() -> dict[str, int]:
-    found = {}
+    from attnviz.public import PUBLIC_LIMITS, public
+
+    found = dict(PUBLIC_LIMITS) if public() else {}
     for f in fields(Budget):
         raw = os.environ.get(f"ATTNVIZ_{f.name.upper()}")
         if raw is None or not raw.strip():
@@ -47,3 +51,117 @@ def _from_env() -> dict[str, int]:
 def budget() -> Budget:
     """This process's budget: the defaults, overridden by ATTNVIZ_* environment variables."""
     return Budget(**_from_env())
+
+
+def size(n_bytes: float) -> str:
+    """Bytes for a message: '16.0 GiB', '12.5 MiB', '900 bytes'."""
+    for unit, factor in (("GiB", GiB), ("MiB", MiB), ("KiB", 2**10)):
+        if n_bytes >= factor:
+            return f"{n_bytes / factor:.1f} {unit}"
+    return f"{int(n_bytes)} bytes"
+
+
+def work(flops: float) -> str:
+    return f"{flops / 1e9:.1f} GFLOP"
+
+
+FLOAT = 4  # every tensor is float32
+
+
+def stack_weight_bytes(config) -> int:
+    """The toy stack's weights (a StackConfig), all distinct layers, before any is built."""
+    d, h, kv, dh = config.d_model, config.n_heads, config.kv_heads, config.head_dim
+    per_layer = d * h * dh + 2 * d * kv * dh + h * dh * d  # W_q, W_k, W_v, W_O
+    if config.ffn:
+        per_layer += 2 * d * config.ff_dim  # W_1, W_2
+    return FLOAT * per_layer * (1 if config.share_weights else config.n_layers)
+
+
+def stack_trace_bytes(config, n_q: int, n_k: int) -> int:
+    """Every tensor a trace keeps (q, k, v, scores, weights, z, output, x per layer), plus the
+    largest temporaries of one layer (K/V expanded to every head, the logits, the FFN hidden)."""
+    d, h, kv, dh = config.d_model, config.n_heads, config.kv_heads, config.head_dim
+    kept = h * n_q * dh * 2 + kv * n_k * dh * 2 + h * n_q * n_k * 2 + n_q * d * 2
+    temporary = h * n_k * dh * 2 * (kv < h) + h * n_q * n_k + n_q * h * dh
+    if config.ffn:
+        temporary += n_q * config.ff_dim
+    return FLOAT * (kept * config.n_layers + temporary) + n_q * n_k  # + the bool mask
+
+
+def stack_work(config, n_q: int, n_k: int) -> int:
+    """Floating-point operations of one trace (a multiply-add counts 2)."""
+    d, h, kv, dh = config.d_model, config.n_heads, config.kv_heads, config.head_dim
+    per_layer = 2 * n_q * d * h * dh + 4 * n_k * d * kv * dh  # projections
+    per_layer += 4 * h * n_q * n_k * dh  # q·k and weights @ v
+    per_layer += 2 * n_q * h * dh * d  # W_O
+    if config.ffn:
+        per_layer += 4 * n_q * d * config.ff_dim
+    return per_layer * config.n_layers
+
+
+def check_stack_weights(config) -> None:
+    """Refuse a StackConfig whose weights alone are over the budget (before building them)."""
+    need, limit = stack_weight_bytes(config), budget().max_weight_bytes
+    if need > limit:
+        raise ValueError(
+            f"these settings need {size(need)} of weights (d_model={config.d_model}, "
+            f"{config.n_heads} heads of d_head={config.head_dim}, n_layers={config.n_layers}); "
+            f"this server allows {size(limit)}: use fewer heads, a smaller d_head or fewer layers"
+        )
+
+
+def check_stack_run(config, n_q: int, n_k: int) -> None:
+    """Refuse a toy-stack trace of n_q queries and n_k keys that is over the budget."""
+    check_stack_weights(config)
+    need, limit = stack_trace_bytes(config, n_q, n_k), budget().max_trace_bytes
+    if need > limit:
+        raise ValueError(
+            f"a trace of {n_q} tokens with these settings needs {size(need)}; this server "
+            f"allows {size(limit)}: use a shorter text, fewer heads, a smaller d_head or fewer "
+            f"layers"
+        )
+    flops, most = stack_work(config, n_q, n_k), budget().max_work
+    if flops > most:
+        raise ValueError(
+            f"a trace of {n_q} tokens with these settings is {work(flops)} of work; this server "
+            f"allows {work(most)}: use a shorter text, a smaller model or fewer layers"
+        )
+
+
+def model_param_bytes(hf_config) -> int:
+    """A pretrained model's float32 parameters, estimated from its config before loading."""
+    d = int(getattr(hf_config, "hidden_size", 0) or 0)
+    layers = int(getattr(hf_config, "num_hidden_layers", 0) or 0)
+    ff = int(getattr(hf_config, "intermediate_size", 0) or 4 * d)
+    vocab = int(getattr(hf_config, "vocab_size", 0) or 0)
+    positions = int(getattr(hf_config, "max_position_embeddings", 0) or 0)
+    return FLOAT * (layers * (4 * d * d + 2 * d * ff) + (vocab + positions) * d)
+
+
+def check_model_config(hf_config, label: str) -> None:
+    """Refuse a pretrained model whose parameters are over the budget, before loading them."""
+    need, limit = model_param_bytes(hf_config), budget().max_model_bytes
+    if need > limit:
+        raise ValueError(
+            f"{label} has about {size(need)} of parameters; this server allows {size(limit)} "
+            f"(ATTNVIZ_MAX_MODEL_BYTES): pick a smaller model"
+        )
+
+
+def model_trace_bytes(n_layers: int, n_heads: int, d_head: int, batch: int, n: int) -> int:
+    """A pretrained model's trace: q, k, v, z, scores, weights, output and hidden per layer."""
+    d = n_heads * d_head
+    per_layer = batch * (4 * n_heads * n * d_head + 2 * n_heads * n * n + 2 * n * d)
+    return FLOAT * (per_layer * n_layers + batch * n_heads * n * n)  # + one layer's logits
+
+
+def check_model_trace(model, batch: int, n: int) -> None:
+    """Refuse a batch of `batch` inputs of up to n tokens whose trace is over the budget."""
+    need = model_trace_bytes(model.n_layers, model.n_heads, model.d_head, batch, n)
+    limit = budget().max_trace_bytes
+    if need > limit:
+        raise ValueError(
+            f"tracing {batch} input(s) of up to {n} tokens through {model.n_layers} layers needs "
+            f"{size(need)}; this server allows {size(limit)}: use fewer or shorter inputs "
+            f"(max_length)"
+        )

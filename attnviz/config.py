@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from attnviz import validate
+from attnviz.budget import check_stack_weights
+
 POSITIONAL = ("sinusoidal", "none")
 MAX_SIZE = 4096  # largest d_model / d_head / d_ff the toy stack accepts
 MAX_LAYERS = 24
@@ -40,22 +43,29 @@ class StackConfig:
     max_tokens: int = MAX_TOKENS  # longer input is truncated, and the Trace says so
 
     def __post_init__(self) -> None:
-        for name in ("d_model", "n_heads", "n_layers", "max_tokens"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name}={value!r} must be a whole number of at least 1")
+        for name in ("d_model", "n_heads", "n_layers"):
+            validate.whole(name, getattr(self, name), 1)
+        validate.whole("max_tokens", self.max_tokens, 1, MAX_TOKENS)
         for name in ("d_head", "n_kv_heads", "d_ff"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                raise ValueError(f"{name}={value!r} must be a whole number or None")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise TypeError(f"{name}={value!r} must be a whole number or None")
             if value is not None and value < 1:
                 raise ValueError(f"{name}={value} must be at least 1 (or None for the default)")
-        for name in ("d_model", "d_head", "d_ff"):
+        for name in ("use_scale", "causal", "add_norm", "ffn", "share_weights"):
+            validate.flag(name, getattr(self, name))
+        validate.whole("seed", self.seed, -(2**63), 2**63 - 1)
+        for name in ("d_model", "d_head"):
             value = getattr(self, name)
             if value is not None and value > MAX_SIZE:
                 raise ValueError(
                     f"{name}={value} is too large for the toy stack: keep it <= {MAX_SIZE}"
                 )
+        if self.ffn and self.ff_dim > MAX_SIZE:
+            how = "" if self.d_ff is not None else f" (the default, 4 * d_model={self.d_model})"
+            raise ValueError(
+                f"d_ff={self.ff_dim}{how} is too large for the toy stack: set d_ff <= {MAX_SIZE}"
+            )
         if self.n_layers > MAX_LAYERS:
             raise ValueError(f"n_layers={self.n_layers} is too many: keep it <= {MAX_LAYERS}")
         if self.d_head is None and self.d_model % self.n_heads:
@@ -72,12 +82,12 @@ class StackConfig:
                 f"n_kv_heads={kv} does not divide n_heads={self.n_heads}: pick "
                 f"{_list(divisors(self.n_heads))} (1 = MQA, {self.n_heads} = MHA)"
             )
-        if not isinstance(self.temperature, (int, float)) or not self.temperature > 0:
-            raise ValueError(f"temperature={self.temperature!r} must be a number above 0")
-        if self.positional not in POSITIONAL:
-            raise ValueError(f"positional={self.positional!r}: pick one of {', '.join(POSITIONAL)}")
-        if self.max_tokens > MAX_TOKENS:
-            raise ValueError(f"max_tokens={self.max_tokens} must be <= {MAX_TOKENS}")
+        object.__setattr__(self, "temperature", validate.temperature(self.temperature))
+        if not isinstance(self.positional, str) or self.positional not in POSITIONAL:
+            raise ValueError(
+                f"positional={validate.short(self.positional)}: pick one of {', '.join(POSITIONAL)}"
+            )
+        check_stack_weights(self)
 
     @property
     def head_dim(self) -> int:

@@ -192,7 +192,7 @@ def kv_cache_bytes(
         _whole(name, value)
     if isinstance(bytes_per_value, bool) or not isinstance(bytes_per_value, (int, float)):
         raise ValueError(f"bytes_per_value={bytes_per_value!r} must be a number above 0")
-    if not bytes_per_value > 0:
+    if not bytes_per_value > 0 or not math.isfinite(bytes_per_value):
         raise ValueError(f"bytes_per_value={bytes_per_value!r} must be above 0 (2 for fp16)")
     return math.ceil(2 * n_layers * n_kv_heads * d_head * seq_len * batch * bytes_per_value)
 

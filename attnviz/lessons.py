@@ -17,15 +17,27 @@ SATURATION_D_KS = (1, 4, 16, 64, 256, 1024)
 KERNEL_3X3 = tuple((a, b) for a in (-1, 0, 1) for b in (-1, 0, 1))  # Δ of each head, row-major
 
 
-def _whole(name: str, value: object, least: int = 1) -> int:
+MAX_ELEMENTS = 2**26  # the most numbers one lesson call may draw (256 MiB of float32)
+
+
+def _whole(name: str, value: object, least: int = 1, most: int = MAX_ELEMENTS) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < least:
         raise ValueError(f"{name}={value!r} must be a whole number of at least {least}")
+    if value > most:
+        raise ValueError(f"{name}={value} is too large for a lesson: keep it <= {most}")
     return value
+
+
+def _elements(what: str, n: int) -> None:
+    if n > MAX_ELEMENTS:
+        raise ValueError(f"{what} would draw {n:,} numbers; keep it <= {MAX_ELEMENTS:,}")
 
 
 def _alpha(alpha: float) -> float:
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha >= 0:
         raise ValueError(f"alpha={alpha!r} must be a number >= 0 (0: uniform weights)")
+    if not math.isfinite(alpha) or alpha > 1e4:
+        raise ValueError(f"alpha={alpha!r} must be a finite number <= 10000")
     return float(alpha)
 
 
@@ -44,6 +56,7 @@ def variance_sweep(
     rows = []
     for d_k in d_ks:
         _whole("d_k", d_k)
+        _elements(f"variance_sweep at d_k={d_k}", 2 * n_samples * d_k)
         g = _generator(seed, d_k)
         q = torch.randn(n_samples, d_k, generator=g)  # [sample, d_k]
         k = torch.randn(n_samples, d_k, generator=g)  # [sample, d_k]
@@ -80,6 +93,8 @@ def saturation_sweep(
     rows = []
     for d_k in d_ks:
         _whole("d_k", d_k)
+        _elements(f"saturation_sweep at d_k={d_k}", n_samples * (n_keys + 1) * d_k)
+        _elements("the softmax Jacobians", n_samples * n_keys * n_keys)
         g = _generator(seed, d_k)
         q = torch.randn(n_samples, d_k, 1, generator=g)  # [sample, d_k, 1]
         k = torch.randn(n_samples, n_keys, d_k, generator=g)  # [sample, key, d_k]
@@ -127,8 +142,10 @@ def quadratic_position_scores(
     n: int, delta: float, alpha: float, query: int | None = None
 ) -> PositionScores:
     """One query (default: the middle) over a sequence of n positions; see PositionScores."""
-    _whole("n", n)
+    _whole("n", n, most=2**16)
     alpha = _alpha(alpha)
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not math.isfinite(delta):
+        raise ValueError(f"delta={delta!r} must be a finite number")
     query = n // 2 if query is None else query
     if not isinstance(query, int) or not 0 <= query < n:
         raise ValueError(f"query={query!r} must be a position in 0..{n - 1}")
@@ -139,8 +156,8 @@ def quadratic_position_scores(
 
 
 def _grid_offsets(grid_h: int, grid_w: int, query_pos: tuple[int, int]) -> torch.Tensor:
-    _whole("grid_h", grid_h)
-    _whole("grid_w", grid_w)
+    _whole("grid_h", grid_h, most=2**10)
+    _whole("grid_w", grid_w, most=2**10)
     qr, qc = query_pos
     if not (0 <= qr < grid_h and 0 <= qc < grid_w):
         raise ValueError(f"query_pos={query_pos} must lie in the {grid_h}x{grid_w} grid")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from attnviz import validate
 from attnviz.config import StackConfig
 from attnviz.lessons import NormCompare, layernorm_vs_batchnorm
 from attnviz.stack import _generator, run_stack
@@ -24,6 +25,8 @@ class OrderCheck:
 def order_blindness(text_a: str, text_b: str, config: StackConfig) -> OrderCheck:
     """Run two orderings of the same tokens with and without positional encoding and compare each
     token's final output with the same token's in the other sentence."""
+    text_a, text_b = validate.text("text_a", text_a), validate.text("text_b", text_b)
+    config = validate.config(config)
     a, b = tokenize(text_a)[: config.max_tokens], tokenize(text_b)[: config.max_tokens]
     if sorted(a) != sorted(b):
         raise ValueError(
@@ -46,6 +49,10 @@ def order_blindness(text_a: str, text_b: str, config: StackConfig) -> OrderCheck
 def norm_example(batch: int = 2, seq: int = 5, d_model: int = 8, seed: int = 0) -> torch.Tensor:
     """A seeded [batch, seq, d_model] tensor whose features have different means and scales, so
     that the two normalisations visibly differ."""
+    for name, value in (("batch", batch), ("seq", seq), ("d_model", d_model)):
+        validate.whole(name, value, 1, 4096)
+    if batch * seq * d_model > 2**22:
+        raise ValueError(f"norm_example of {batch} x {seq} x {d_model} is too large: keep it small")
     g = _generator("norm", seed)
     x = torch.randn(batch, seq, d_model, generator=g)  # [batch, seq, d_model]
     shift = torch.linspace(-3, 3, d_model)  # [d_model]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import torch
 import torch.nn.functional as F
 
+from attnviz import validate
 from attnviz.config import StackConfig
 from attnviz.stack import LayerWeights, build_weights, inputs, run_stack
 from attnviz.tokenize import tokenize
@@ -19,6 +20,10 @@ from attnviz.tokenize import tokenize
 
 def kv_head_of(n_heads: int, n_kv_heads: int) -> list[int]:
     """For each query head, the key/value head it reads."""
+    n_heads = validate.whole("n_heads", n_heads, 1, 4096)
+    n_kv_heads = validate.whole("n_kv_heads", n_kv_heads, 1, n_heads)
+    if n_heads % n_kv_heads:
+        raise ValueError(f"n_kv_heads={n_kv_heads} does not divide n_heads={n_heads}")
     group = n_heads // n_kv_heads
     return [h // group for h in range(n_heads)]
 
@@ -44,6 +49,7 @@ class SharingCheck:
 
 def sharing_check(text: str, config: StackConfig) -> SharingCheck:
     """Run the three equivalences of note 003 on `text` and report the largest differences."""
+    text, config = validate.text("text", text), validate.config(config)
     tokens = tokenize(text)[: config.max_tokens]
     one = replace(config, n_layers=1, share_weights=False)
 
@@ -83,6 +89,9 @@ def comparison(config: StackConfig, seq_len: int = 4096, bytes_per_value: float 
     attention layer (and of W_k + W_v alone), and KV-cache bytes per layer at `seq_len`."""
     from attnviz import costs
 
+    config = validate.config(config)
+    seq_len = validate.whole("seq_len", seq_len, 1, 10**9)
+    bytes_per_value = validate.number("bytes_per_value", bytes_per_value, 0.125, 64)
     d, h, dh = config.d_model, config.n_heads, config.head_dim
     kinds = {"MHA": h, "MQA": 1, f"GQA (G = {config.kv_heads})": config.kv_heads}
     out = {}

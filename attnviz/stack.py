@@ -11,7 +11,9 @@ from functools import lru_cache
 import torch
 import torch.nn.functional as F
 
+from attnviz import validate
 from attnviz.attention import attend
+from attnviz.budget import budget, check_stack_run
 from attnviz.config import StackConfig
 from attnviz.tokenize import tokenize
 from attnviz.trace import LayerTrace, Trace
@@ -157,7 +159,8 @@ def _sublayer(x: torch.Tensor, out: torch.Tensor, add_norm: bool) -> torch.Tenso
 def _prepare(text: str, config: StackConfig) -> tuple[list[str], int, bool]:
     tokens = tokenize(text)
     n_in = len(tokens)
-    return tokens[: config.max_tokens], n_in, n_in > config.max_tokens
+    limit = min(config.max_tokens, budget().max_tokens)
+    return tokens[:limit], n_in, n_in > limit
 
 
 def run_stack(
@@ -171,8 +174,9 @@ def run_stack(
 
     `key_mask` (bool [n_k], True = may be attended) hides keys from every query, as padding does.
     """
-    weights = weights if weights is not None else build_weights(config)
     cross = key_tokens is not None
+    check_stack_run(config, len(tokens), len(key_tokens) if cross else len(tokens))
+    weights = weights if weights is not None else build_weights(config)
     x = inputs(tokens, config)  # [n_q, d_model]
     memory = inputs(key_tokens, config) if cross else None  # [n_k, d_model]
     n_q, n_k = len(tokens), len(key_tokens) if cross else len(tokens)
@@ -214,20 +218,27 @@ def trace_text(
     tokens up to that length and masks them as keys, to show a padding mask.
     """
     config = config if config is not None else StackConfig()
+    if not isinstance(config, StackConfig):
+        raise TypeError(f"config must be a StackConfig or None, not {type(config).__name__}")
+    text = validate.text("text", text)
+    text_pair = validate.optional_text("text_pair", text_pair)
+    pad_to = validate.whole("pad_to", pad_to, 0)
     tokens, n_in, truncated = _prepare(text, config)
-    key_tokens = None
-    if text_pair is not None and text_pair.strip():
+    key_tokens, n_in_pair = None, None
+    if text_pair is not None:
         key_tokens, n_in_pair, truncated_pair = _prepare(text_pair, config)
         truncated = truncated or truncated_pair
     key_mask = None
     if pad_to and key_tokens is None and pad_to > len(tokens):
-        if pad_to > config.max_tokens:
-            raise ValueError(f"pad_to={pad_to} is past the token limit {config.max_tokens}")
+        limit = min(config.max_tokens, budget().max_tokens)
+        if pad_to > limit:
+            raise ValueError(f"pad_to={pad_to} is past the token limit {limit}")
         key_mask = torch.tensor([True] * len(tokens) + [False] * (pad_to - len(tokens)))
         tokens = tokens + [PAD] * (pad_to - len(tokens))
     trace = run_stack(tokens, config, key_tokens=key_tokens, key_mask=key_mask)
     trace.truncated = truncated
     trace.n_input_tokens = n_in
+    trace.meta["n_input"] = {"text": n_in, "pair": n_in_pair}  # which sentence was cut
     if key_mask is not None:
         trace.special = {PAD: [i for i, t in enumerate(key_mask.tolist()) if not t]}
     return trace

@@ -18,7 +18,7 @@ _CJK_RE = re.compile(_CJK)
 def tokenize(text: str) -> list[str]:
     """Split `text` into tokens; raises ValueError for text with nothing to attend to."""
     if not isinstance(text, str):
-        raise ValueError(f"text must be a string, got {type(text).__name__}")
+        raise TypeError(f"text must be a string, got {type(text).__name__}")
     tokens: list[str] = []
     for match in _TOKEN.finditer(text):
         piece = match.group()

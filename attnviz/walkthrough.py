@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from attnviz import validate
 from attnviz.config import StackConfig
 from attnviz.stack import build_weights, inputs
 from attnviz.tokenize import tokenize
@@ -50,6 +51,11 @@ def walkthrough(
     max_tokens: int = 12,
 ) -> Walkthrough:
     """One head with d_model = d_k on the first `max_tokens` tokens of `text`."""
+    text = validate.text("text", text)
+    d_k, max_tokens = (
+        validate.whole("d_k", d_k, 1, 64),
+        validate.whole("max_tokens", max_tokens, 1, 64),
+    )
     all_tokens = tokenize(text)
     tokens = all_tokens[:max_tokens]
     config = StackConfig(d_model=d_k, n_heads=1, use_scale=use_scale, causal=causal, seed=seed)

@@ -20,6 +20,7 @@ from transformers import (
     AutoTokenizer,
 )
 
+from attnviz import validate
 from attnviz.budget import budget
 from attnviz.hooked.families import (
     BERT_FAMILY,
@@ -272,6 +273,8 @@ def load_model(
     "bfloat16", "float16" or "auto" (bfloat16 on GPU); traces are float32 either way.
     `progress` gets short messages.
     """
+    name, device = validate.model_name(name), validate.device(device)
+    validate.model_folder(name)
     dev = _pick_device(device)
     torch_dtype = _dtype(dtype, dev)
     label = name or DEFAULT_NAME

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 import torch
 import torch.nn.functional as F
 
+from attnviz import validate
 from attnviz.hooked.families import CROSS, DECODER, POST_LN, SPECIAL_ROLES
 from attnviz.hooked.intercept import Knobs, Recording
 from attnviz.hooked.loading import LoadedModel
@@ -80,6 +81,10 @@ def trace_batch(
 ) -> list[Trace]:
     """`trace_model` for several inputs run as one padded batch: one Trace each, padded to the
     longest (pad positions are in `special["[PAD]"]` and masked: they get weight exactly 0)."""
+    texts, text_pairs, max_length = validate.model_inputs(model, texts, text_pairs, max_length)
+    use_scale, temperature, ablate, mask_tokens = validate.knobs(
+        use_scale, temperature, ablate, mask_tokens
+    )
     heads, limit = _check_knobs(model, temperature, ablate, max_length)
     texts = list(texts)
     if not texts:
@@ -303,6 +308,7 @@ def trace_model(
     key positions no query may attend to in any layer. Inputs past `max_length` (default: the
     model's limit) are truncated and the trace says so. A blank text_pair means none.
     """
+    text, text_pair = validate.text("text", text), validate.optional_text("text_pair", text_pair)
     if not isinstance(text, str) or not text.strip():
         raise ValueError("text is empty: type a sentence to trace")
     pairs = None if text_pair is None or not text_pair.strip() else [text_pair]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
+from attnviz import markup
+from attnviz.public import check_model, public
 from attnviz.trace import Trace
 from attnviz.ui.common import t
 
@@ -24,18 +26,30 @@ def load_bert(name: str | None, device: str, _progress=None, dtype: str = "float
 
 
 def get_model(name: str | None, device: str, dtype: str = "float32"):
-    """The model, with progress while it loads and a clear message (None) when it cannot."""
+    """The model, with progress while it loads and a clear message (None) when it cannot.
+
+    Names are shown as code and messages escaped: nothing typed becomes Markdown. In public mode a
+    name outside the allowlist is refused before anything looks at the disk or the Hub, and a
+    failure says only that the model could not be loaded (no paths, no library errors)."""
     try:
-        with st.status(t("bert.loading", name=name or t("bert.bundled")), expanded=False) as status:
+        name = check_model(name)
+    except (ValueError, TypeError) as err:
+        st.error(markup.escape(err))
+        return None
+    shown = markup.code(name) if name else t("bert.bundled")
+    try:
+        with st.status(t("bert.loading", name=shown), expanded=False) as status:
             model = load_bert(
-                name or None, device, _progress=lambda m: status.update(label=m), dtype=dtype
+                name, device, _progress=lambda m: status.update(label=markup.escape(m)), dtype=dtype
             )
             status.update(
-                label=t("bert.loaded", name=model.name, device=model.device), state="complete"
+                label=t("bert.loaded", name=markup.code(model.name), device=model.device),
+                state="complete",
             )
         return model
-    except (ValueError, OSError, RuntimeError) as err:
-        st.error(t("bert.load_failed", name=name or t("bert.bundled"), msg=err))
+    except (ValueError, TypeError, OSError, RuntimeError) as err:
+        msg = t("bert.load_failed_public") if public() else markup.escape(err)
+        st.error(t("bert.load_failed", name=shown, msg=msg))
         return None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from attnviz import markup
 from attnviz.config import StackConfig
 from attnviz.figures import PLOTLY_CONFIG
 from attnviz.i18n import LANGUAGES, examples, translate
@@ -107,7 +108,17 @@ def chart(fig, key: str | None = None, **kwargs) -> object:
 
 
 def report_trace_notes(trace: Trace) -> None:
-    if trace.truncated:
+    if not trace.truncated:
+        return
+    counts = trace.meta.get("n_input")
+    if trace.source != "stack":  # a pretrained model: both sentences count together
+        st.warning(t("warn.truncated_model", limit=len(trace.tokens)))
+    elif counts and counts.get("pair") is not None:  # the toy stack's cross-attention pair
+        for which, n, kept in (("text", counts["text"], len(trace.tokens)),
+                               ("pair", counts["pair"], len(trace.key_tokens))):  # fmt: skip
+            if n > kept:
+                st.warning(t(f"warn.truncated_{which}", n=n, limit=kept))
+    else:
         st.warning(t("warn.truncated", n=trace.n_input_tokens, limit=len(trace.tokens)))
 
 
@@ -138,8 +149,13 @@ def stack_controls(defaults: dict | None = None) -> StackConfig | None:
     """The Playground's sliders; only valid combinations are reachable. None (with a message) if
     the settings still do not fit together."""
     from attnviz.config import divisors
+    from attnviz.ui import limits
 
     d = {"d_model": 64, "heads": 4, "layers": 1, **(defaults or {})}
+    n_q, n_k = limits.tokens_of(text()), limits.tokens_of(pair() or text())
+    refused = "d_model" not in st.session_state and limits.link_refusal(n_q, n_k)
+    if refused:  # a link asked for more than the budget: say so, and trace nothing this run
+        st.error(t("err.link_budget", msg=markup.escape(refused)))
     c1, c2, c3, c4, c5 = st.columns(5)
     with c1:
         d_model = choice_slider(t("pg.d_model"), D_MODELS, "d_model", d["d_model"])
@@ -152,6 +168,9 @@ def stack_controls(defaults: dict | None = None) -> StackConfig | None:
             )
     with c2:
         head_options = [h for h in divisors(d_model) if h <= 32] if auto else list(range(1, 33))
+        fit = [h for h in head_options if limits.fits(n_q, n_k, d_model=d_model, n_heads=h,
+                                                      d_head=d_head)]  # fmt: skip
+        head_options = fit or head_options[:1]
         n_heads = choice_slider(
             t("pg.heads"), head_options, "heads", d["heads"], help=t("pg.heads_help")
         )
@@ -159,7 +178,16 @@ def stack_controls(defaults: dict | None = None) -> StackConfig | None:
         kv_options = divisors(n_heads)
         n_kv = choice_slider(t("pg.kv_heads"), kv_options, "kv", n_heads)
     with c5:
-        n_layers = st.slider(t("pg.layers"), 1, 6, d["layers"], key="layers", bind="query-params")
+        more = [n for n in range(2, 7) if limits.fits(n_q, n_k, d_model=d_model, n_heads=n_heads,
+                d_head=d_head, n_kv_heads=n_kv, n_layers=n)]  # fmt: skip
+        n_layers = 1
+        if more:
+            top = max(more)
+            n_layers = st.slider(
+                t("pg.layers"), 1, top, min(d["layers"], top), key="layers", bind="query-params"
+            )
+        else:
+            st.caption(t("pg.one_layer"))
     t1, t2, t3, t4, t5, t6 = st.columns(6)
     use_scale = t1.toggle(
         t("pg.scale"), value=True, key="scale", help=t("pg.scale_help"), bind="query-params"
@@ -177,6 +205,8 @@ def stack_controls(defaults: dict | None = None) -> StackConfig | None:
     temperature = t6.number_input(
         t("pg.temperature"), 0.05, 20.0, value=1.0, step=0.25, key="temp", bind="query-params"
     )
+    if refused:
+        return None
     try:
         return StackConfig(
             d_model=d_model,
@@ -191,8 +221,8 @@ def stack_controls(defaults: dict | None = None) -> StackConfig | None:
             add_norm=add_norm,
             ffn=ffn,
         )
-    except ValueError as err:
-        st.error(t("err.config", msg=err))
+    except (ValueError, TypeError) as err:
+        st.error(t("err.config", msg=markup.escape(err)))
         return None
 
 
@@ -200,8 +230,8 @@ def run_stack_trace(config: StackConfig) -> Trace | None:
     """Trace the sidebar's text; a clear message instead of a traceback when the text is bad."""
     try:
         trace = stack_trace(text(), config, pair())
-    except ValueError as err:
-        st.info(t("err.empty") if "empty" in str(err) else str(err))
+    except (ValueError, TypeError) as err:
+        st.info(t("err.empty") if "empty" in str(err) else markup.escape(err))
         return None
     report_trace_notes(trace)
     return trace

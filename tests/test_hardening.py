@@ -1,0 +1,335 @@
+"""Issue 10's numbered defects, one test (or a few) each, plus the budget and public mode.
+
+Each test_defect_N_* failed on main before the fix (commit 334133f) and passes now.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+import pytest
+import torch
+
+from attnviz import StackConfig, trace_text
+from tests.apphelpers import app, heatmap_specs
+
+SENT = "The animal didn't cross the street because it was too tired."
+BERT = "app_pages/bert.py"
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    from attnviz.hooked import load_model
+
+    return load_model(device="cpu")
+
+
+def _finite(trace) -> bool:
+    return all(
+        bool(torch.isfinite(t).all())
+        for layer in trace.layers
+        for t in (layer.weights, layer.z, layer.output, layer.scores)
+    )
+
+
+# 1. NaN instead of an answer ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("temperature", [1e-40, 5e-324, 1e-37, 1e-4])
+def test_defect_1_tiny_temperature_is_refused_by_the_stack(temperature: float) -> None:
+    for use_scale in (True, False):
+        with pytest.raises(ValueError, match=r"temperature=.*between 0\.001 and 1000"):
+            trace_text(SENT, StackConfig(temperature=temperature, use_scale=use_scale))
+
+
+@pytest.mark.parametrize(
+    ("temperature", "use_scale"), [(1e-40, True), (5e-324, True), (1e-37, False)]
+)
+def test_defect_1_tiny_temperature_is_refused_by_trace_model(minilm, temperature, use_scale):
+    from attnviz.hooked import trace_model
+
+    with pytest.raises(ValueError, match=r"between 0\.001 and 1000"):
+        trace_model(minilm, SENT, temperature=temperature, use_scale=use_scale)
+
+
+def test_defect_1_smallest_allowed_temperature_gives_finite_one_hot_rows(minilm) -> None:
+    from attnviz.hooked import trace_model
+
+    for trace in (
+        trace_text(SENT, StackConfig(temperature=1e-3, use_scale=False)),
+        trace_model(minilm, SENT, temperature=1e-3, use_scale=False),
+    ):
+        assert _finite(trace)
+        w = trace.layers[0].weights  # [head, q, k]
+        torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]))
+        assert float(w.amax(-1).mean()) > 0.9  # the limit: (nearly) one-hot rows
+
+
+# 2. Wrong exception type --------------------------------------------------------------------------
+
+
+def test_defect_2_wrong_types_raise_type_error(minilm) -> None:
+    from attnviz.hooked import trace_model
+
+    with pytest.raises(TypeError, match="text_pair must be a string"):
+        trace_text(SENT, text_pair=123)
+    with pytest.raises(TypeError, match="text_pair must be a string"):
+        trace_model(minilm, SENT, text_pair=123)
+    with pytest.raises(TypeError, match="text must be a string"):
+        trace_model(minilm, 123)
+
+
+def test_defect_2_lone_surrogates_and_long_names_raise_value_error(minilm) -> None:
+    from attnviz.hooked import load_model, trace_model
+
+    for text in ("abc\ud800def", "\udfff"):
+        with pytest.raises(ValueError, match="surrogate"):
+            trace_model(minilm, text)
+        with pytest.raises(ValueError, match="surrogate"):
+            trace_text(text)
+    with pytest.raises(ValueError, match="at most 256"):
+        load_model("a" * 500)
+
+
+# 3. A device that cannot trace --------------------------------------------------------------------
+
+
+def test_defect_3_meta_device_is_refused() -> None:
+    from attnviz.hooked import load_model
+
+    for device in ("meta", torch.device("meta"), "xla", "cpu:banana"):
+        with pytest.raises((ValueError, TypeError), match="device"):
+            load_model(device=device)
+
+
+# 4. Resource exhaustion ---------------------------------------------------------------------------
+
+
+def test_defect_4_huge_config_is_refused_with_its_size() -> None:
+    with pytest.raises(ValueError, match=r"16\.0 GiB of weights.*allows 1\.0 GiB"):
+        StackConfig(d_model=1024, n_heads=256, d_head=4096)
+
+
+def test_defect_4_link_config_is_refused_before_any_weight_is_built() -> None:
+    from attnviz import stack
+
+    stack._cached_weights.cache_clear()
+    with pytest.raises(ValueError, match=r"3\.2 GiB"):
+        StackConfig(d_model=1024, d_head=1024, n_heads=32, n_kv_heads=32, n_layers=6, ffn=True)
+    assert stack._cached_weights.cache_info().currsize == 0
+
+
+def test_defect_4_trace_over_the_budget_is_refused_with_its_size() -> None:
+    # One layer fits by weights (512 MiB) but not as a 512-token trace with two layers.
+    config = StackConfig(d_model=1024, d_head=1024, n_heads=32, n_layers=2)
+    with pytest.raises(ValueError, match=r"(needs [\d.]+ [GM]iB|GFLOP)"):
+        trace_text("word " * 600, config)
+
+
+def test_defect_4_the_link_gets_a_message_and_no_big_trace() -> None:
+    query = {
+        "d_model": "1024",
+        "dk_auto": "false",
+        "d_head": "1024",
+        "heads": "32",
+        "kv": "32",
+        "layers": "6",
+        "ffn": "true",
+        "text": "word " * 600,
+    }
+    at = app(query=query)
+    assert not at.exception
+    errors = " ".join(e.value for e in at.error)
+    assert "GiB" in errors and "allows" in errors
+    assert heatmap_specs(at) == []  # nothing computed for the link
+    # The controls were clamped to settings that fit: the next change runs them.
+    at.toggle(key="scale").set_value(False).run()
+    assert not at.exception and not at.error
+    heads = at.select_slider(key="heads").value
+    assert heads < 32 and len(heatmap_specs(at)) == heads
+
+
+def test_estimates_match_what_the_stack_allocates() -> None:
+    from attnviz.budget import stack_trace_bytes, stack_weight_bytes, stack_work
+
+    config = StackConfig(d_model=64, n_heads=8, n_kv_heads=2, n_layers=3, ffn=True)
+    from attnviz.stack import build_weights
+
+    weights = build_weights(config)
+    real = sum(
+        t.numel() * t.element_size()
+        for w in weights
+        for t in (w.w_q, w.w_k, w.w_v, w.w_o, w.w_1, w.w_2)
+    )
+    assert stack_weight_bytes(config) == real
+    trace = trace_text("one two three four five", config)
+    kept = sum(
+        t.numel() * t.element_size()
+        for layer in trace.layers
+        for t in (layer.q, layer.k, layer.v, layer.scores, layer.weights, layer.z, layer.output)
+    ) + sum(layer.x.numel() * 4 for layer in trace.layers)
+    estimate = stack_trace_bytes(config, 5, 5)
+    assert kept <= estimate <= 2 * kept + 64 * 1024  # kept tensors plus one layer's temporaries
+    # q·k and weights @ v: 4 h n² d_head of the work
+    assert stack_work(config, 5, 5) > 4 * 8 * 25 * 8 * 3
+
+
+def test_budget_reads_environment_overrides(monkeypatch) -> None:
+    from attnviz.budget import budget
+
+    budget.cache_clear()
+    try:
+        monkeypatch.setenv("ATTNVIZ_MAX_WEIGHT_BYTES", str(2**20))
+        budget.cache_clear()
+        with pytest.raises(ValueError, match=r"allows 1\.0 MiB"):
+            StackConfig(d_model=512, n_heads=4)
+        monkeypatch.setenv("ATTNVIZ_MAX_TEXT_CHARS", "10")
+        budget.cache_clear()
+        with pytest.raises(ValueError, match="at most 10"):
+            trace_text("a sentence with more than ten characters")
+    finally:
+        monkeypatch.undo()
+        budget.cache_clear()
+
+
+# 5. Long pairs ------------------------------------------------------------------------------------
+
+
+class _Recorder:
+    """A tokenizer that remembers the longest text it was asked to tokenize."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.longest = inner, 0
+
+    def __call__(self, texts, pairs=None, **kwargs):
+        for t in list(texts) + list(pairs or []):
+            self.longest = max(self.longest, len(t or ""))
+        return self.inner(texts, pairs, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_defect_5_long_pairs_are_cut_before_tokenizing(minilm) -> None:
+    from attnviz.hooked import trace_model
+
+    recorder = _Recorder(minilm.call_tokenizer)
+    model = dataclasses.replace(minilm, call_tokenizer=recorder)
+    trace = trace_model(model, "word " * 1200, text_pair="word " * 1200, max_length=5)
+    assert trace.truncated and len(trace.tokens) == 5
+    assert recorder.longest <= 4 * 6 * len("word ")  # 4 x (limit + 1) words, not 1200
+    # The cut changes nothing below the limit: the same tokens as the untruncated call's first 5.
+    full = trace_model(minilm, "word " * 10, text_pair="word " * 10, max_length=5)
+    assert full.tokens == trace.tokens
+
+
+# 6. Silently accepted -----------------------------------------------------------------------------
+
+
+def test_defect_6_stack_refuses_inf_and_bool_temperature() -> None:
+    with pytest.raises(ValueError, match="finite"):
+        StackConfig(temperature=math.inf)
+    with pytest.raises(TypeError, match="number"):
+        StackConfig(temperature=True)
+    with pytest.raises(TypeError, match="True or False"):
+        StackConfig(use_scale=1)
+
+
+def test_defect_6_trace_model_refuses_fractional_knobs(minilm) -> None:
+    from attnviz.hooked import trace_model
+
+    with pytest.raises(ValueError, match="finite"):
+        trace_model(minilm, SENT, temperature=math.inf)
+    with pytest.raises(TypeError, match="number"):
+        trace_model(minilm, SENT, temperature=True)
+    with pytest.raises(TypeError, match="ablate layer"):
+        trace_model(minilm, SENT, ablate=[(0.5, 1.7)])
+    with pytest.raises(TypeError, match="mask_tokens position"):
+        trace_model(minilm, SENT, mask_tokens=[0.5])
+    with pytest.raises(TypeError, match="max_length"):
+        trace_model(minilm, SENT, max_length=4.7)
+
+
+# 7. Misleading messages ---------------------------------------------------------------------------
+
+
+def test_defect_7_playground_names_the_sentence_that_was_cut() -> None:
+    at = app()
+    at.text_input(key="pair").set_value("word " * 20_000).run()  # 100k characters
+    assert not at.exception
+    warnings = " ".join(w.value for w in at.warning)
+    assert "second sentence has 20000 tokens" in warnings
+    assert "first sentence" not in warnings
+
+
+def test_bert_page_says_both_sentences_count_together() -> None:
+    at = app(BERT, {"text": "word " * 600})
+    assert not at.exception
+    warnings = " ".join(w.value for w in at.warning)
+    assert "longer than 512 tokens (both sentences together" in warnings
+
+
+def test_defect_7_d_ff_is_not_blamed_when_it_was_never_used() -> None:
+    assert StackConfig(d_model=4096).d_model == 4096  # no FFN: d_ff plays no part
+    with pytest.raises(ValueError, match=r"the default, 4 \* d_model=4096"):
+        StackConfig(d_model=4096, ffn=True)
+
+
+def test_defect_7_empty_model_name_is_refused_not_the_current_folder() -> None:
+    from attnviz.hooked import load_model
+
+    with pytest.raises(ValueError, match="name is empty: pass None"):
+        load_model("")
+
+
+# 8. The model box ---------------------------------------------------------------------------------
+
+
+def _bodies(at) -> list[str]:
+    """Every Markdown body and label on the page (errors, status label, captions...)."""
+    from tests.test_hostile import markdown_texts
+
+    return markdown_texts(at)
+
+
+@pytest.mark.parametrize("name", ["../../../../etc", "/tmp", "~"])
+def test_defect_8_folders_are_not_listed_and_home_is_not_shown(name: str) -> None:
+    at = app(BERT, {"model": name})
+    assert not at.exception
+    errors = " ".join(e.value for e in at.error)
+    assert "not a model folder" in errors
+    home = os.path.expanduser("~")
+    assert home not in " ".join(_bodies(at)) or name != "~"
+    assert "Unrecognized model" not in errors  # transformers' message, with the resolved path
+
+
+def test_defect_8_model_name_is_never_live_markdown() -> None:
+    from tests.test_hostile import raw_markup
+
+    name = ":red[evil] **bold** [x](javascript:alert(1))"
+    at = app(BERT, {"model": name})
+    assert not at.exception and at.error
+    assert raw_markup(_bodies(at), [":red[evil]", "**bold**", "[x](javascript:alert(1))"]) == []
+
+
+def test_public_mode_offers_only_the_allowlist(monkeypatch) -> None:
+    from attnviz.budget import budget
+
+    monkeypatch.setenv("ATTNVIZ_PUBLIC", "1")
+    budget.cache_clear()
+    try:
+        at = app(BERT, {"model": "/etc"})
+        assert not at.exception
+        box = at.selectbox(key="model")
+        assert list(box.options) == ["sentence-transformers/all-MiniLM-L6-v2"]
+        assert not any("/etc" in b for b in _bodies(at))
+        assert budget().max_tokens == 256  # public mode's token limit
+        from attnviz.public import check_model
+
+        with pytest.raises(ValueError, match="not available on this server"):
+            check_model("~/models/secret")
+    finally:
+        monkeypatch.undo()
+        budget.cache_clear()
