@@ -8,13 +8,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from attnviz.config import StackConfig
+from attnviz.rollout import rollout
 from attnviz.stack import trace_text
 from attnviz.trace import LayerTrace, Trace
 
 if TYPE_CHECKING:
     from attnviz.hooked import load_model, trace_model
 
-__all__ = ["StackConfig", "trace_text", "load_model", "trace_model", "Trace", "LayerTrace"]
+__all__ = [
+    "StackConfig",
+    "trace_text",
+    "load_model",
+    "trace_model",
+    "Trace",
+    "LayerTrace",
+    "rollout",
+]
 
 
 def __getattr__(name: str):
