@@ -29,15 +29,7 @@ def escape(tokens: Sequence[str]) -> list[str]:
 
 
 def _tick_step(n: int, room: int = 48) -> int:
-    return max(1, -(-n // max(1, room)))
-
-
-TICK_PX = 15  # one tick label's height in pixels (font 13): the spacing that never overlaps
-
-
-def _short(labels: Sequence[str], most: int = 12) -> list[str]:
-    """Long tokens cut for the axis (before escaping); the hover keeps them whole."""
-    return [s if len(s) <= most else s[: most - 1] + "…" for s in map(str, labels)]
+    return max(1, -(-n // room))
 
 
 def _layout(fig: go.Figure, title: str, height: int | None) -> go.Figure:
@@ -64,14 +56,15 @@ def heatmap(
     show_scale: bool = True,
     show_y_labels: bool = True,
     max_ticks: int = 48,
-    tick_room: tuple[int, int] | None = None,
+    auto_ticks: bool = False,
     start: tuple[int, int] = (0, 0),
     colorbar_title: str = "",
 ) -> go.Figure:
     """A query x key matrix with tokens on both axes (integer positions, so repeats stay apart).
 
     -inf (masked logits) shows as an empty cell. `signed` centres a diverging scale on 0.
-    `tick_room` (x, y pixels) labels every k-th token so labels never overlap (all show on hover);
+    `auto_ticks` lets the browser label every k-th token from the axis' pixel length (one label per
+    1.2 font heights, so none overlap; zooming in labels more), as "position: token";
     `start` (key, query) numbers a window of a longer input from its first position.
     """
     z = to_numpy(matrix).copy()  # [q, k]
@@ -108,10 +101,6 @@ def heatmap(
         trace["texttemplate"] = "%{text}"
         trace["textfont"] = dict(size=11)
     sx, sy = _tick_step(n_k, max_ticks), _tick_step(n_q, max_ticks)
-    if tick_room is not None:
-        sx, sy = _tick_step(n_k, tick_room[0] // TICK_PX), _tick_step(n_q, tick_room[1] // TICK_PX)
-    x_text = escape(_short(x_tokens)) if tick_room is not None else xs
-    y_text = escape(_short(y_tokens)) if tick_room is not None else ys
     shapes = []
     if highlight_row is not None and 0 <= highlight_row < n_q:
         shapes.append(
@@ -129,7 +118,7 @@ def heatmap(
             type="category",
             tickmode="array",
             tickvals=x_cat[::sx],
-            ticktext=x_text[::sx],
+            ticktext=xs[::sx],
             tickangle=-90 if n_k > 6 else 0,
             side="bottom",
             title=dict(text=x_title, font=dict(size=12)),
@@ -139,7 +128,7 @@ def heatmap(
             type="category",
             tickmode="array",
             tickvals=y_cat[::sy],
-            ticktext=y_text[::sy],
+            ticktext=ys[::sy],
             showticklabels=show_y_labels,
             autorange="reversed",
             title=dict(text=y_title if show_y_labels else "", font=dict(size=12)),
@@ -147,6 +136,11 @@ def heatmap(
         ),
         shapes=shapes,
     )
+    if auto_ticks:
+        for axis in (layout["xaxis"], layout["yaxis"]):
+            for name in ("tickvals", "ticktext"):
+                del axis[name]
+            axis["tickmode"] = "auto"
     return go.Figure(data=[trace], layout=_layout_dict(title, height, layout))
 
 
@@ -328,8 +322,10 @@ def bars(
     value_name: str = "weight",
     highlight: int | None = None,
     height: int | None = 280,
+    auto_ticks: bool = False,
 ) -> go.Figure:
-    """One bar per token (integer positions, escaped labels)."""
+    """One bar per token (integer positions, escaped labels). `auto_ticks`: "position: token"
+    categories, every k-th labelled by the browser from the pixels there are (as heatmap)."""
     v = to_numpy(torch.as_tensor(values)) if not isinstance(values, np.ndarray) else values
     labels = escape(labels)
     colours = ["#e4572e" if i == highlight else "#2f6db3" for i in range(len(labels))]
@@ -346,6 +342,11 @@ def bars(
     fig.update_xaxes(
         tickmode="array", tickvals=list(range(0, len(labels), step)), ticktext=labels[::step]
     )
+    if auto_ticks:
+        fig.update_traces(x=[f"{i}: {lab}" for i, lab in enumerate(labels)])
+        fig.update_xaxes(
+            type="category", tickmode="auto", tickangle=-90, tickvals=None, ticktext=None
+        )
     fig.update_yaxes(title=dict(text=html.escape(value_name)), gridcolor="#eee")
     return _layout(fig, title, height)
 

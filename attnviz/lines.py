@@ -23,7 +23,7 @@ HEAD_COLOURS = [
     "#d6336c", "#7f7f7f", "#8c564b", "#bcbd22", "#1f3b73", "#ff7f0e",
 ]  # fmt: skip
 BANDS = 6  # opacity levels: a line's opacity is its band's, from its weight
-LABEL_PX = 15  # pixels one token label needs along its axis
+LABEL_PX = 16  # pixels one token label needs along its axis (font 12: glyphs never touch)
 MAX_LINES = 60_000
 
 
@@ -133,13 +133,15 @@ def lines_figure(
             qs, ks = q[sel] - q_range[0], k[sel] - k_range[0]
             side = _segments(np.zeros(sel.sum()), np.ones(sel.sum()))  # [3 * lines]
             pos = _segments(qs, ks)  # [3 * lines]
-            x, y = (pos, 1 - side) if rows else (side, pos)
+            # Down the page = -position: Streamlit's plotly.js draws no WebGL line on a reversed
+            # axis (range [n, -1]); SVG traces are fine either way.
+            x, y = (pos, 1 - side) if rows else (side, -pos)
             fig.add_trace(
                 go.Scattergl(
                     x=x,
                     y=y,
                     mode="lines",
-                    line=dict(color=colour, width=2),
+                    line=dict(color=colour, width=2 if n_show <= 80 else 1.5),
                     opacity=0.12 + 0.88 * (b + 1) / BANDS,
                     name=f"{html.escape(head_name)} {head}",
                     legendgroup=str(head),
@@ -166,7 +168,8 @@ def lines_figure(
         fig.update_yaxes(**sides)
         height = 420
     else:
-        fig.update_yaxes(range=[n_show, -1], **axis_tokens)
+        pad = max(1.0, 12 * n_show / length_px)  # 12 px above the first token and below the last
+        fig.update_yaxes(range=[-(n_show - 1) - pad, pad], **axis_tokens)
         fig.update_xaxes(range=[-0.9, 1.9], side="top", **axis_sides)
         height = length_px + 90
     fig.update_layout(
@@ -190,7 +193,7 @@ def _token_markers(fig, q_tokens, k_tokens, q_range, k_range, focus, rows, lengt
         step = max(1, -(-n * LABEL_PX // max(length_px, 1)))
         labels = escape(tokens[lo:hi])
         text = [lab if (i % step == 0) else "" for i, lab in enumerate(labels)]
-        colour = ["#222"] * n
+        colour = ["#333"] * n
         if focus and focus[0] == side and lo <= focus[1] < hi:
             colour[focus[1] - lo] = "#e4572e"
             text[focus[1] - lo] = f"<b>{labels[focus[1] - lo]}</b>"
@@ -200,7 +203,7 @@ def _token_markers(fig, q_tokens, k_tokens, q_range, k_range, focus, rows, lengt
             x, y = pos, 1 - fixed
             where = "top center" if side == "q" else "bottom center"
         else:
-            x, y = fixed, pos
+            x, y = fixed, -pos
             where = "middle left" if side == "q" else "middle right"
         fig.add_trace(
             go.Scatter(
@@ -210,7 +213,7 @@ def _token_markers(fig, q_tokens, k_tokens, q_range, k_range, focus, rows, lengt
                 text=text,
                 textposition=where,
                 textfont=dict(size=12, color=colour),
-                marker=dict(size=7, color=colour),
+                marker=dict(size=7 if n <= 80 else 4, color=colour),
                 customdata=[[side, lo + i, lab] for i, lab in enumerate(labels)],
                 hovertemplate="%{customdata[1]}: %{customdata[2]}<extra></extra>",
                 showlegend=False,

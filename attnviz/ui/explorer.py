@@ -12,7 +12,14 @@ from attnviz import figures, frames
 from attnviz.colour import GAMMA
 from attnviz.trace import Trace, heads_linking, mean_entropy, mean_max_weight
 from attnviz.ui.common import chart, t, url_seed, url_sync
-from attnviz.ui.long import LONG, colour_kwargs, pick_focus, pick_scale, pick_window
+from attnviz.ui.long import (
+    LONG,
+    colour_kwargs,
+    default_scale,
+    pick_focus,
+    pick_scale,
+    pick_window,
+)
 
 VIEWS = ("heads", "overview", "detail", "lines", "rollout", "query", "link", "outputs", "stats")
 
@@ -93,7 +100,7 @@ def heads_grid(trace: Trace, layer: int) -> None:
             x_title=t("w.key"),
             y_title=t("w.query"),
             highlight_row=focus,
-            tick_room=(500 if per_row == 2 else 300, height - 150),
+            auto_ticks=True,
             **colour_kwargs(lt.weights[h], mode),
         )
         with cols[h % per_row]:
@@ -124,10 +131,13 @@ def overview(trace: Trace) -> None:
         focus = pick_focus(trace)
     n = max(len(trace.tokens), len(trace.key_tokens))
     # Long inputs get bigger thumbnails (more pooled pixels) and a power colour scale.
+    mode = st.session_state.get("wscale") or default_scale(n)
     thumb, gamma = (48, 1.0) if n <= LONG else (96, GAMMA)
+    gamma = {"power": GAMMA, "log": GAMMA / 2, "fixed": 1.0, "max": 1.0}[mode]
     rows_px = trace.n_layers * (thumb + 4) + 4
     cols_px = trace.n_heads * (thumb + 4) + 4
-    zoom = min(3.0, 1400 / cols_px, 820 / rows_px)  # as wide as a 1920 screen allows
+    # as wide as a 1920 screen allows; wider would leave an empty band above it on a laptop
+    zoom = min(3.0, 1100 / cols_px, 820 / rows_px)
     fig = figures.mosaic(
         trace.weights(),
         thumb=thumb,
@@ -150,7 +160,7 @@ def overview(trace: Trace) -> None:
 def _head_triplet(trace: Trace, layer: int, head: int, shared: bool) -> None:
     lt = trace.layers[layer]
     n = max(len(trace.tokens), len(trace.key_tokens))
-    c1, c2 = st.columns([1, 2])
+    c1, c2 = st.columns(2)
     with c1:
         mode = pick_scale(n, short="max")
     with c2:
@@ -172,7 +182,7 @@ def _head_triplet(trace: Trace, layer: int, head: int, shared: bool) -> None:
         x_title=t("w.key"), y_title=t("w.query"), start=(lo, lo), x_tokens=trace.key_tokens[ks],
         y_tokens=trace.tokens[qs],
     )  # fmt: skip
-    small = dict(common, height=side_h, tick_room=(420 if long else 260, side_h - 150))
+    small = dict(common, height=side_h, auto_ticks=True)
     if long:
         weights_col = st.container()
         c1, c2 = st.columns(2)
@@ -203,18 +213,14 @@ def _head_triplet(trace: Trace, layer: int, head: int, shared: bool) -> None:
         chart(fig, key="detail_logits")
     with weights_col:
         colours = colour_kwargs(weights, "fixed" if shared else mode)
-        room = (900, big - 160) if long else small["tick_room"]
         fig = figures.heatmap(
             weights,
             title=t("w.weights"),
             value_name=t("w.weights"),
             show_y_labels=long,
-            **dict(small, height=big if long else side_h, tick_room=room),
+            **dict(small, height=big if long else side_h),
             **colours,
         )
-        if long:
-            fig.update_yaxes(scaleanchor="x", constrain="domain")
-            fig.update_xaxes(constrain="domain")
         chart(fig, key="detail_weights")
     csv = frames.matrix_frame(lt.weights[head], trace.tokens, trace.key_tokens).to_csv()
     st.download_button(

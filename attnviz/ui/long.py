@@ -13,7 +13,7 @@ LONG = 64  # past this many tokens the views switch to their long-input layout
 
 def default_scale(n: int, short: str = "fixed") -> str:
     # Past LONG tokens a row's weights are too thin for a linear scale to show anything.
-    return short if n <= LONG else "power"
+    return short if n <= LONG else "log"
 
 
 def pick_scale(n: int, key: str = "wscale", short: str = "fixed") -> str:
@@ -67,6 +67,7 @@ def pick_focus(trace: Trace, key: str = "focus") -> int | None:
         format_func=lambda i: t("lv.focus_none") if i is None else f"{i}: {trace.tokens[i]}",
         key=key,
         help=t("lv.focus_help"),
+        placeholder=t("lv.focus_none"),
     )
     url_sync(key, None)
     return focus

@@ -10,8 +10,6 @@ from attnviz.trace import Trace
 from attnviz.ui.common import chart, t
 from attnviz.ui.long import colour_kwargs, pick_scale
 
-TICK_ROOM = (700, 620)
-
 
 @st.fragment
 def rollout_view(trace: Trace, pick_layer, pick_query) -> None:
@@ -44,7 +42,7 @@ def rollout_view(trace: Trace, pick_layer, pick_query) -> None:
         x_title=t("lv.input_token"),
         y_title=t("w.query"),
         highlight_row=query,
-        tick_room=(TICK_ROOM[0], min(900, max(420, 12 * n + 160)) - 160),
+        auto_ticks=True,
         **colour_kwargs(matrix, mode),
     )
     chart(fig, key="rollout_map")
@@ -55,6 +53,8 @@ def rollout_view(trace: Trace, pick_layer, pick_query) -> None:
             title=t("lv.rollout_bars", token=trace.tokens[query], l=layer),
             value_name=t("lv.rollout_value"),
             highlight=query,
+            auto_ticks=True,
+            height=340,
         ),
         key="rollout_bars",
     )
