@@ -238,9 +238,9 @@ def _focus_mosaic(weights, focus, th, tw, gap, shared_scale, gamma, selected, ti
     else:
         pooled = torch.nn.functional.adaptive_max_pool1d(row, tw)[:, 0]  # [L*H, tw]
     top = pooled.amax() if shared_scale else pooled.amax(dim=1, keepdim=True)
-    norm = (pooled / top.clamp_min(1e-12)).clamp(0, 1) ** gamma  # [L*H, tw]
+    norm = (pooled / top.clamp_min(1e-12)).clamp(0, 1)  # [L*H, tw] bar heights: linear
     lut = _colour_lut(WEIGHTS_SCALE)
-    colour = lut[(norm * 255).round().long().numpy()]  # [L*H, tw, rgb]
+    colour = lut[(norm**gamma * 255).round().long().numpy()]  # [L*H, tw, rgb] colour: gamma
     # a bar fills pixel row y of a column when it reaches above it (at least 1 px for any weight)
     bar = (norm * th).ceil().clamp(min=1) * (pooled > 0)  # [L*H, tw]
     ys = torch.arange(th, 0, -1).view(1, th, 1)  # [1, th, 1] height of each pixel row's top

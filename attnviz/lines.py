@@ -29,7 +29,10 @@ MAX_LINES = 60_000
 
 def is_cjk(tokens: Sequence[str]) -> bool:
     """Mostly Chinese/Japanese/Korean characters: lay the tokens out in two rows, not columns."""
-    chars = [c for tok in tokens for c in str(tok) if not c.isspace() and c not in "[]#"]
+    words = [
+        str(tok) for tok in tokens if not (str(tok).startswith("[") and str(tok).endswith("]"))
+    ]
+    chars = [c for tok in words for c in tok if not c.isspace() and c != "#"]  # no [CLS], ##
     wide = sum(unicodedata.east_asian_width(c) in ("W", "F") for c in chars)
     return bool(chars) and wide >= 0.5 * len(chars)
 
@@ -151,8 +154,14 @@ def lines_figure(
                 )
             )
             first = False
-    _token_markers(fig, q_tokens, k_tokens, q_range, k_range, focus, rows, length_px)
     n_lines = sum(v.size for *_, v in picked)
+    # With few lines (a focused token), label every token a line ends at, whatever the step.
+    ends = {"q": set(), "k": set()}
+    if n_lines <= 80:
+        for _, q, k, _ in picked:
+            ends["q"].update(q.tolist())
+            ends["k"].update(k.tolist())
+    _token_markers(fig, q_tokens, k_tokens, q_range, k_range, focus, rows, length_px, ends)
     axis_tokens = dict(showgrid=False, zeroline=False, showticklabels=False)
     axis_sides = dict(
         showgrid=False,
@@ -186,17 +195,28 @@ def lines_figure(
     return fig
 
 
-def _token_markers(fig, q_tokens, k_tokens, q_range, k_range, focus, rows, length_px) -> None:
-    """One marker per token (hover: its whole label; click: focus it), every k-th labelled."""
+def _token_markers(fig, q_tokens, k_tokens, q_range, k_range, focus, rows, length_px, ends):
+    """One marker per token (hover: its whole label; click: focus it), every k-th labelled, and
+    the `ends` of the drawn lines labelled with the others around them cleared so none overlap."""
     for side, tokens, (lo, hi) in (("q", q_tokens, q_range), ("k", k_tokens, k_range)):
         n = hi - lo
         step = max(1, -(-n * LABEL_PX // max(length_px, 1)))
         labels = escape(tokens[lo:hi])
         text = [lab if (i % step == 0) else "" for i, lab in enumerate(labels)]
+        focused = focus[1] - lo if focus and focus[0] == side and lo <= focus[1] < hi else None
+        # the focused token first, then line ends, each at least `step` from those kept
+        kept: list[int] = []
+        for i in ([focused] if focused is not None else []) + sorted(p - lo for p in ends[side]):
+            if all(abs(i - k) >= step for k in kept):
+                kept.append(i)
+        for i in kept:
+            text[max(0, i - step + 1) : i + step] = [""] * (min(n, i + step) - max(0, i - step + 1))
+        for i in kept:
+            text[i] = labels[i]
         colour = ["#333"] * n
-        if focus and focus[0] == side and lo <= focus[1] < hi:
-            colour[focus[1] - lo] = "#e4572e"
-            text[focus[1] - lo] = f"<b>{labels[focus[1] - lo]}</b>"
+        if focused is not None:
+            colour[focused] = "#e4572e"
+            text[focused] = f"<b>{labels[focused]}</b>"
         pos = np.arange(n, dtype=np.float32)
         fixed = np.full(n, 0.0 if side == "q" else 1.0, dtype=np.float32)
         if rows:

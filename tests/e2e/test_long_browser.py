@@ -76,7 +76,8 @@ def test_every_view_at_478_tokens(view: str, size: str, request) -> None:
 
 
 def drawn(p) -> int:
-    return int(p.page.get_by_text("lines drawn").first.inner_text().split()[0])
+    caption = p.page.get_by_text("Lines drawn:").first.inner_text()
+    return int(caption.split("Lines drawn:")[1].split()[0])
 
 
 def test_lines_view_draws_webgl_and_a_click_isolates_a_token(big_page) -> None:
@@ -88,7 +89,7 @@ def test_lines_view_draws_webgl_and_a_click_isolates_a_token(big_page) -> None:
     p.open(url("lines", lines_w="0.01"))
     assert p.wait_count(f"{CHARTS} canvas", 1, timeout=60, at_least=True) >= 1
     assert drawn(p) == int((w >= 0.01).sum())
-    # click the query marker of token 5 ("committee"): only its row's lines stay
+    # click the query marker of token 5 ("a"): only its row's lines stay
     marker = p.page.locator(f"{CHARTS} .scatterlayer .trace").first.locator(".point").nth(5)
     marker.click(force=True)
     p.settle()
