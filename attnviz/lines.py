@@ -22,7 +22,7 @@ HEAD_COLOURS = [
     "#2f6db3", "#e4572e", "#29a36a", "#9b59b6", "#f0a202", "#17becf",
     "#d6336c", "#7f7f7f", "#8c564b", "#bcbd22", "#1f3b73", "#ff7f0e",
 ]  # fmt: skip
-BANDS = 6  # opacity levels: a line's opacity is its band's, from its weight
+BANDS = 8  # opacity levels: a line's opacity is its band's, from its weight
 LABEL_PX = 16  # pixels one token label needs along its axis (font 12: glyphs never touch)
 MAX_LINES = 60_000
 
@@ -128,7 +128,13 @@ def lines_figure(
     for head, q, k, v in picked:
         colour = HEAD_COLOURS[head % len(HEAD_COLOURS)]
         band = np.minimum((v / top * BANDS).astype(int), BANDS - 1)  # [lines] 0..BANDS-1
-        first = True
+        # the legend's entry: an empty trace at full opacity (the bands' own would be faint)
+        fig.add_trace(
+            go.Scattergl(
+                x=[np.nan], y=[np.nan], mode="lines", line=dict(color=colour, width=4),
+                name=f"{html.escape(head_name)} {head}", legendgroup=str(head),
+            )
+        )  # fmt: skip
         for b in range(BANDS):
             sel = band == b
             if not sel.any():
@@ -145,15 +151,14 @@ def lines_figure(
                     y=y,
                     mode="lines",
                     line=dict(color=colour, width=2 if n_show <= 80 else 1.5),
-                    opacity=0.12 + 0.88 * (b + 1) / BANDS,
+                    opacity=0.95 * (b + 0.5) / BANDS,  # ~ weight / heaviest, as BertViz
                     name=f"{html.escape(head_name)} {head}",
                     legendgroup=str(head),
-                    showlegend=first,
+                    showlegend=False,
                     hoverinfo="skip",
                     connectgaps=False,
                 )
             )
-            first = False
     n_lines = sum(v.size for *_, v in picked)
     # With few lines (a focused token), label every token a line ends at, whatever the step.
     ends = {"q": set(), "k": set()}

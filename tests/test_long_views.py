@@ -134,8 +134,10 @@ def test_lines_figure_is_webgl_escaped_and_counts_its_lines() -> None:
     w = spread_weights(300)
     tokens = ["<b>bold</b>"] + [f"t{i}" for i in range(299)]
     fig = lines_figure(w, tokens, tokens, [0, 1], threshold=0.01, focus=("q", 0))
-    gl = [t for t in fig.data if t.type == "scattergl"]
+    gl = [t for t in fig.data if t.type == "scattergl" and t.showlegend is False]  # the lines
     assert gl and {t.legendgroup for t in gl} == {"0", "1"}
+    legend = [t.name for t in fig.data if t.type == "scattergl" and t.showlegend is not False]
+    assert legend == ["head 0", "head 1"]
     expected = int((w[:, 0] >= 0.01).sum())
     assert fig.layout.meta["lines"] == expected == sum(int(np.isnan(t.x).sum()) for t in gl)
     markers = [t for t in fig.data if t.type == "scatter"]

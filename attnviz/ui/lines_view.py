@@ -62,18 +62,19 @@ def lines_view(trace: Trace, pick_layer, head_default: int = 0) -> None:
         layer = pick_layer(trace)
     with c2:
         heads_all = list(range(trace.n_heads))
+        first = [min(head_default, trace.n_heads - 1)]
         if not set(st.session_state.get("lines_heads") or []) <= set(heads_all):
-            st.session_state["lines_heads"] = [min(head_default, trace.n_heads - 1)]
+            st.session_state["lines_heads"] = first  # the model has fewer heads now
+        # plain numbers as options: the URL then reads ?lines_heads=0&lines_heads=4 in any language
         heads = st.multiselect(
             t("lv.heads"),
             heads_all,
-            default=[min(head_default, trace.n_heads - 1)],
             key="lines_heads",
             bind="query-params",
-            format_func=lambda h: t("lv.head_n", h=h),
+            **({} if "lines_heads" in st.session_state else {"default": first}),
         )
     with c3:
-        default_w = 0.0 if n <= 40 else 0.02
+        default_w = 0.01 if n <= 40 else 0.02
         threshold = st.slider(
             t("lv.threshold"), 0.0, 0.5, default_w, 0.005, key="lines_w",
             help=t("lv.threshold_help"), bind="query-params", format="%.3f",

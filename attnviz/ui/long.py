@@ -31,10 +31,11 @@ def pick_scale(n: int, key: str = "wscale", short: str = "fixed") -> str:
     return mode or default
 
 
-def colour_kwargs(matrix, mode: str) -> dict:
+def colour_kwargs(matrix, mode: str, value: str | None = None) -> dict:
     """heatmap() keyword arguments for `mode`, with the colour bar saying which scale it is."""
     found = colour_scale(matrix, mode)
-    bar = t(f"lv.bar.{mode}", top=found["top"], gamma=GAMMA)
+    value = value or t("w.weights")
+    bar = t(f"lv.bar.{mode}", top=found["top"], gamma=GAMMA, value=value)
     return dict(
         colorscale=found["colorscale"],
         zmin=found["zmin"],

@@ -20,7 +20,7 @@ def rollout_view(trace: Trace, pick_layer, pick_query) -> None:
         st.info(t("lv.rollout_refused", msg=err))
         return
     n = len(trace.tokens)
-    c1, c2, c3 = st.columns([2, 2, 1])
+    c1, c2, c3 = st.columns(3)
     with c1:
         layer = pick_layer(trace)
     with c2:
@@ -43,7 +43,7 @@ def rollout_view(trace: Trace, pick_layer, pick_query) -> None:
         y_title=t("w.query"),
         highlight_row=query,
         auto_ticks=True,
-        **colour_kwargs(matrix, mode),
+        **colour_kwargs(matrix, mode, t("lv.rollout_value")),
     )
     chart(fig, key="rollout_map")
     chart(
