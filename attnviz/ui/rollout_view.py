@@ -46,16 +46,16 @@ def rollout_view(trace: Trace, pick_layer, pick_query) -> None:
         **colour_kwargs(matrix, mode, t("lv.rollout_value")),
     )
     chart(fig, key="rollout_map")
-    chart(
-        figures.bars(
-            matrix[query],
-            trace.key_tokens,
-            title=t("lv.rollout_bars", token=trace.tokens[query], l=layer),
-            value_name=t("lv.rollout_value"),
-            highlight=query,
-            auto_ticks=True,
-            height=340,
-        ),
-        key="rollout_bars",
+    bars = figures.bars(
+        matrix[query],
+        trace.key_tokens,
+        title=t("lv.rollout_bars", token=trace.tokens[query], l=layer),
+        value_name=t("lv.rollout_value"),
+        highlight=query,
+        auto_ticks=True,
+        height=340,
     )
+    if mode == "log":  # the same reading as the map: small shares stay visible
+        bars.update_yaxes(type="log")
+    chart(bars, key="rollout_bars")
     st.caption(t("lv.rollout_help"))
