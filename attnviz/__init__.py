@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from attnviz.config import StackConfig
+from attnviz.rollout import rollout
 from attnviz.stack import trace_text
 from attnviz.trace import LayerTrace, Trace
 
@@ -15,7 +16,16 @@ if TYPE_CHECKING:
     from attnviz.hooked import load_model, trace_model
     from attnviz.notebook import show
 
-__all__ = ["StackConfig", "trace_text", "load_model", "trace_model", "Trace", "LayerTrace", "show"]
+__all__ = [
+    "StackConfig",
+    "trace_text",
+    "load_model",
+    "trace_model",
+    "Trace",
+    "LayerTrace",
+    "rollout",
+    "show",
+]
 
 
 def __getattr__(name: str):

@@ -56,10 +56,16 @@ def heatmap(
     show_scale: bool = True,
     show_y_labels: bool = True,
     max_ticks: int = 48,
+    auto_ticks: bool = False,
+    start: tuple[int, int] = (0, 0),
+    colorbar_title: str = "",
 ) -> go.Figure:
     """A query x key matrix with tokens on both axes (integer positions, so repeats stay apart).
 
     -inf (masked logits) shows as an empty cell. `signed` centres a diverging scale on 0.
+    `auto_ticks` lets the browser label every k-th token from the axis' pixel length (one label per
+    1.2 font heights, so none overlap; zooming in labels more), as "position: token";
+    `start` (key, query) numbers a window of a longer input from its first position.
     """
     z = to_numpy(matrix).copy()  # [q, k]
     z[~np.isfinite(z)] = np.nan
@@ -67,8 +73,8 @@ def heatmap(
     xs, ys = escape(x_tokens), escape(y_tokens)
     # Categories numbered "i: token" keep repeated tokens apart and give hover its labels without
     # a per-cell array (which plotly deep-copies on every update: 50 ms for one 64x64 map).
-    x_cat = [f"{j}: {tok}" for j, tok in enumerate(xs)]
-    y_cat = [f"{i}: {tok}" for i, tok in enumerate(ys)]
+    x_cat = [f"{j}: {tok}" for j, tok in enumerate(xs, start[0])]
+    y_cat = [f"{i}: {tok}" for i, tok in enumerate(ys, start[1])]
     if signed:
         colorscale = SIGNED_SCALE if colorscale == WEIGHTS_SCALE else colorscale
         bound = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
@@ -83,7 +89,9 @@ def heatmap(
         zmin=zmin,
         zmax=zmax,
         showscale=show_scale,
-        colorbar=dict(thickness=10, xpad=4),
+        colorbar=dict(
+            thickness=10, xpad=4, title=dict(text=html.escape(colorbar_title), side="right")
+        ),
         xgap=1 if n_k <= 40 else 0,
         ygap=1 if n_q <= 40 else 0,
         hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>{value} %{{z:.4f}}<extra></extra>",
@@ -128,6 +136,11 @@ def heatmap(
         ),
         shapes=shapes,
     )
+    if auto_ticks:
+        for axis in (layout["xaxis"], layout["yaxis"]):
+            for name in ("tickvals", "ticktext"):
+                del axis[name]
+            axis["tickmode"] = "auto"
     return go.Figure(data=[trace], layout=_layout_dict(title, height, layout))
 
 
@@ -182,15 +195,23 @@ def mosaic(
     selected: tuple[int, int] | None = None,
     title: str = "",
     height: int | None = None,
+    focus: int | None = None,
+    gamma: float = 1.0,
 ) -> go.Figure:
     """Every layer x head as a thumbnail in one RGB image (one go.Image: fast even at n = 512).
 
     weights: [layer, head, q, k]. Each thumbnail is average-pooled to at most `thumb` pixels a side
-    and, unless `shared_scale`, scaled to its own maximum so faint heads still show their pattern.
+    and, unless `shared_scale`, scaled to its own maximum so faint heads still show their pattern;
+    `gamma` < 1 colours by (w/max)^gamma so weights spread thin over a long row still show.
+    `focus` (a query position) draws only that token's row in each thumbnail, as bars over the keys.
     """
     n_layers, n_heads, n_q, n_k = weights.shape
     flat = weights.reshape(n_layers * n_heads, 1, n_q, n_k).float()  # [L*H, 1, q, k]
     th, tw = _thumb_size(n_q, n_k, thumb)
+    if focus is not None:
+        return _focus_mosaic(
+            weights, focus, th, tw, gap, shared_scale, gamma, selected, title, height
+        )
     # Long inputs are average-pooled down; short ones are blown up with nearest (crisp cells).
     if th >= n_q and tw >= n_k:
         pooled = flat.repeat_interleave(th // n_q, 2).repeat_interleave(tw // n_k, 3)[:, 0]
@@ -201,8 +222,36 @@ def mosaic(
     else:
         norm = pooled / pooled.amax(dim=(1, 2), keepdim=True).clamp_min(1e-12)
     lut = _colour_lut(WEIGHTS_SCALE)
-    idx = (norm.clamp(0, 1) * 255).round().long().numpy()  # [L*H, th, tw]
+    idx = (norm.clamp(0, 1) ** gamma * 255).round().long().numpy()  # [L*H, th, tw]
     tiles = lut[idx].reshape(n_layers, n_heads, th, tw, 3)  # [L, H, th, tw, rgb]
+    return _mosaic_figure(tiles, gap, selected, title, height)
+
+
+def _focus_mosaic(weights, focus, th, tw, gap, shared_scale, gamma, selected, title, height):
+    """One query's row in every head: a bar per key (max-pooled to tw columns, so peaks survive)."""
+    n_layers, n_heads, n_q, n_k = weights.shape
+    if not 0 <= focus < n_q:
+        raise ValueError(f"focus={focus} must be a query position 0..{n_q - 1}")
+    row = weights[:, :, focus, :].reshape(n_layers * n_heads, 1, n_k).float()  # [L*H, 1, k]
+    if tw >= n_k:
+        pooled = row.repeat_interleave(tw // n_k, 2)[:, 0]  # [L*H, tw]
+    else:
+        pooled = torch.nn.functional.adaptive_max_pool1d(row, tw)[:, 0]  # [L*H, tw]
+    top = pooled.amax() if shared_scale else pooled.amax(dim=1, keepdim=True)
+    norm = (pooled / top.clamp_min(1e-12)).clamp(0, 1)  # [L*H, tw] bar heights: linear
+    lut = _colour_lut(WEIGHTS_SCALE)
+    colour = lut[(norm**gamma * 255).round().long().numpy()]  # [L*H, tw, rgb] colour: gamma
+    # a bar fills pixel row y of a column when it reaches above it (at least 1 px for any weight)
+    bar = (norm * th).ceil().clamp(min=1) * (pooled > 0)  # [L*H, tw]
+    ys = torch.arange(th, 0, -1).view(1, th, 1)  # [1, th, 1] height of each pixel row's top
+    filled = (ys <= bar.unsqueeze(1)).numpy()  # [L*H, th, tw]
+    tiles = np.where(filled[..., None], colour[:, None], np.uint8(246))  # [L*H, th, tw, rgb]
+    tiles = tiles.reshape(n_layers, n_heads, th, tw, 3).astype(np.uint8)
+    return _mosaic_figure(tiles, gap, selected, title, height)
+
+
+def _mosaic_figure(tiles, gap, selected, title, height) -> go.Figure:
+    n_layers, n_heads, th, tw, _ = tiles.shape
     cell_h, cell_w = th + gap, tw + gap
     img = np.full((n_layers * cell_h + gap, n_heads * cell_w + gap, 3), 255, dtype=np.uint8)
     for layer in range(n_layers):
@@ -273,8 +322,10 @@ def bars(
     value_name: str = "weight",
     highlight: int | None = None,
     height: int | None = 280,
+    auto_ticks: bool = False,
 ) -> go.Figure:
-    """One bar per token (integer positions, escaped labels)."""
+    """One bar per token (integer positions, escaped labels). `auto_ticks`: "position: token"
+    categories, every k-th labelled by the browser from the pixels there are (as heatmap)."""
     v = to_numpy(torch.as_tensor(values)) if not isinstance(values, np.ndarray) else values
     labels = escape(labels)
     colours = ["#e4572e" if i == highlight else "#2f6db3" for i in range(len(labels))]
@@ -291,6 +342,11 @@ def bars(
     fig.update_xaxes(
         tickmode="array", tickvals=list(range(0, len(labels), step)), ticktext=labels[::step]
     )
+    if auto_ticks:
+        fig.update_traces(x=[f"{i}: {lab}" for i, lab in enumerate(labels)])
+        fig.update_xaxes(
+            type="category", tickmode="auto", tickangle=-90, tickvals=None, ticktext=None
+        )
     fig.update_yaxes(title=dict(text=html.escape(value_name)), gridcolor="#eee")
     return _layout(fig, title, height)
 

@@ -9,10 +9,19 @@ import streamlit as st
 import torch
 
 from attnviz import figures, frames
+from attnviz.colour import GAMMA
 from attnviz.trace import Trace, heads_linking, mean_entropy, mean_max_weight
 from attnviz.ui.common import chart, t, url_seed, url_sync
+from attnviz.ui.long import (
+    LONG,
+    colour_kwargs,
+    default_scale,
+    pick_focus,
+    pick_scale,
+    pick_window,
+)
 
-VIEWS = ("heads", "overview", "detail", "query", "link", "outputs", "stats")
+VIEWS = ("heads", "overview", "detail", "lines", "rollout", "query", "link", "outputs", "stats")
 
 
 def pick_view(default: str, views: tuple[str, ...] = VIEWS) -> str:
@@ -70,7 +79,14 @@ def saturation(trace: Trace, layer: int) -> None:
 def heads_grid(trace: Trace, layer: int) -> None:
     """One softmax-weights heatmap per head of one layer."""
     lt = trace.layers[layer]
-    per_row = min(lt.n_heads, 3)
+    n = max(len(trace.tokens), len(trace.key_tokens))
+    c1, c2 = st.columns(2)
+    with c1:
+        mode = pick_scale(n)
+    with c2:
+        focus = pick_focus(trace)
+    per_row = min(lt.n_heads, 3 if n <= LONG else 2)
+    height = 380 if n <= LONG else 620
     cols = st.columns(per_row)
     for h in range(lt.n_heads):
         fig = figures.heatmap(
@@ -79,12 +95,13 @@ def heads_grid(trace: Trace, layer: int) -> None:
             trace.tokens,
             title=t("pg.head_title", h=h),
             value_name=t("w.weights"),
-            zmin=0.0,
-            zmax=1.0,
-            height=380,
-            show_scale=h % per_row == per_row - 1,
+            height=height,
+            show_scale=mode != "fixed" or h % per_row == per_row - 1,
             x_title=t("w.key"),
             y_title=t("w.query"),
+            highlight_row=focus,
+            auto_ticks=True,
+            **colour_kwargs(lt.weights[h], mode),
         )
         with cols[h % per_row]:
             chart(fig, key=f"head_{h}")
@@ -105,65 +122,104 @@ def overview(trace: Trace) -> None:
     shared = st.toggle(
         t("ex.shared_scale"), key="mosaic_shared", help=t("ex.shared_help"), bind="query-params"
     )
-    c1, c2 = st.columns(2)
+    c1, c2, c3 = st.columns(3)
     with c1:
         layer = pick_layer(trace)
     with c2:
         head = pick_head(trace)
+    with c3:
+        focus = pick_focus(trace)
+    n = max(len(trace.tokens), len(trace.key_tokens))
+    # Long inputs get bigger thumbnails (more pooled pixels) and a power colour scale.
+    mode = st.session_state.get("wscale") or default_scale(n)
+    thumb, gamma = (48, 1.0) if n <= LONG else (96, GAMMA)
+    gamma = {"power": GAMMA, "log": GAMMA / 2, "fixed": 1.0, "max": 1.0}[mode]
+    rows_px = trace.n_layers * (thumb + 4) + 4
+    cols_px = trace.n_heads * (thumb + 4) + 4
+    # as wide as a 1920 screen allows; wider would leave an empty band above it on a laptop
+    zoom = min(3.0, 1100 / cols_px, 820 / rows_px)
     fig = figures.mosaic(
-        trace.weights(), shared_scale=shared, selected=(layer, head), title=t("ex.overview_title")
+        trace.weights(),
+        thumb=thumb,
+        shared_scale=shared,
+        selected=(layer, head),
+        title=t("ex.overview_title"),
+        height=max(200, int(rows_px * zoom) + 70),
+        focus=focus,
+        gamma=gamma,
     )
     chart(fig, key="mosaic", on_select=_mosaic_pick, selection_mode="points")
     st.caption(t("ex.overview_help"))
+    if focus is not None:
+        st.caption(t("lv.focus_caption", token=trace.tokens[focus]))
+    if gamma != 1.0:
+        st.caption(t("lv.mosaic_gamma", gamma=gamma))
     _head_triplet(trace, layer, head, shared=False)
 
 
 def _head_triplet(trace: Trace, layer: int, head: int, shared: bool) -> None:
     lt = trace.layers[layer]
-    logits = lt.logits()  # [head, q, k]
-    finite = logits[torch.isfinite(logits)]
+    n = max(len(trace.tokens), len(trace.key_tokens))
+    c1, c2 = st.columns(2)
+    with c1:
+        mode = pick_scale(n, short="max")
+    with c2:
+        lo, hi = pick_window(n)
+    # A window of positions lo..hi-1 on both axes (clipped to each side's length).
+    qs, ks = slice(lo, min(hi, len(trace.tokens))), slice(lo, min(hi, len(trace.key_tokens)))
+    scores = lt.scores[head, qs, ks]  # [q, k] window
+    logits = lt.logits()[head, qs, ks]  # [q, k] window
+    weights = lt.weights[head, qs, ks]  # [q, k] window
+    finite = lt.logits()[torch.isfinite(lt.logits())]
     bound_scores = float(lt.scores.abs().max()) if shared else None
     bound_logits = float(finite.abs().max()) if shared and finite.numel() else None
-    common = dict(height=420, x_title=t("w.key"), y_title=t("w.query"))
-    c1, c2, c3 = st.columns(3)
+    long = hi - lo > LONG
+    # Short: three panels side by side. Long: the weights across the page, sized to n; the
+    # scores and logits below, side by side. Labels every k-th token from the pixels there are.
+    big = min(900, max(560, 2 * (hi - lo) + 160))
+    side_h = 560 if long else 420
+    common = dict(
+        x_title=t("w.key"), y_title=t("w.query"), start=(lo, lo), x_tokens=trace.key_tokens[ks],
+        y_tokens=trace.tokens[qs],
+    )  # fmt: skip
+    small = dict(common, height=side_h, auto_ticks=True)
+    if long:
+        weights_col = st.container()
+        c1, c2 = st.columns(2)
+    else:
+        c1, c2, weights_col = st.columns(3)
     with c1:
         fig = figures.heatmap(
-            lt.scores[head],
-            trace.key_tokens,
-            trace.tokens,
+            scores,
             title=t("w.scores"),
             value_name="q·k",
             signed=True,
             zmin=None if bound_scores is None else -bound_scores,
             zmax=bound_scores,
-            **common,
+            **small,
         )
         chart(fig, key="detail_scores")
     with c2:
         fig = figures.heatmap(
-            logits[head],
-            trace.key_tokens,
-            trace.tokens,
+            logits,
             title=t("w.logits") + f" · × {lt.scale:.4g}",
             value_name="logit",
             signed=True,
             zmin=None if bound_logits is None else -bound_logits,
             zmax=bound_logits,
-            show_y_labels=False,
-            **common,
+            show_y_labels=long,
+            **small,
         )
         chart(fig, key="detail_logits")
-    with c3:
+    with weights_col:
+        colours = colour_kwargs(weights, "fixed" if shared else mode)
         fig = figures.heatmap(
-            lt.weights[head],
-            trace.key_tokens,
-            trace.tokens,
+            weights,
             title=t("w.weights"),
             value_name=t("w.weights"),
-            zmin=0.0,
-            zmax=1.0 if shared else None,
-            show_y_labels=False,
-            **common,
+            show_y_labels=long,
+            **dict(small, height=big if long else side_h),
+            **colours,
         )
         chart(fig, key="detail_weights")
     csv = frames.matrix_frame(lt.weights[head], trace.tokens, trace.key_tokens).to_csv()
@@ -377,6 +433,14 @@ def explorer(trace: Trace, default_view: str = "overview", views: tuple[str, ...
         overview(trace)
     elif view == "detail":
         detail(trace)
+    elif view == "lines":
+        from attnviz.ui.lines_view import lines_view
+
+        lines_view(trace, pick_layer, st.session_state.get("head", 0))
+    elif view == "rollout":
+        from attnviz.ui.rollout_view import rollout_view
+
+        rollout_view(trace, pick_layer, pick_query)
     elif view == "query":
         one_query(trace)
     elif view == "link":

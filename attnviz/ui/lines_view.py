@@ -1,0 +1,133 @@
+"""The lines view: BertViz's head view, with a threshold, focus, layouts and windows."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attnviz.lines import is_cjk, lines_figure
+from attnviz.trace import Trace
+from attnviz.ui.common import chart, t, url_seed, url_sync
+from attnviz.ui.long import LONG, pick_window
+
+PAIRS = ("all", "ab", "ba", "aa", "bb")
+
+
+def _focus_options(trace: Trace) -> list[str]:
+    return ["", *(f"q{i}" for i in range(len(trace.tokens)))] + [
+        f"k{j}" for j in range(len(trace.key_tokens))
+    ]
+
+
+def _focus_label(trace: Trace, value: str) -> str:
+    if not value:
+        return t("lv.focus_none")
+    side, pos = value[0], int(value[1:])
+    tokens = trace.tokens if side == "q" else trace.key_tokens
+    return t(f"lv.focus_{side}", i=pos, token=tokens[pos])
+
+
+def _clicked() -> None:
+    # Runs before the rerun: a click on a token marker isolates its lines; a second click clears.
+    event = st.session_state.get("lines_chart")
+    points = event["selection"]["points"] if event else []
+    for point in points:
+        data = point.get("customdata")
+        if isinstance(data, list) and len(data) >= 2 and data[0] in ("q", "k"):
+            value = f"{data[0]}{int(data[1])}"
+            same = st.session_state.get("lines_focus") == value
+            st.session_state["lines_focus"] = "" if same else value
+            return
+
+
+def _sentence_ranges(trace: Trace, which: str) -> tuple[tuple[int, int] | None, ...]:
+    """Query and key ranges for a BERT sentence pair (A = token type 0, B = 1)."""
+    types = trace.token_types or []
+    if which == "all" or 1 not in types:
+        return None, None
+    b = types.index(1)
+    n = len(trace.tokens)
+    a_range, b_range = (0, b), (b, n)
+    pick = {"ab": (a_range, b_range), "ba": (b_range, a_range)}
+    pick |= {"aa": (a_range, a_range), "bb": (b_range, b_range)}
+    return pick[which]
+
+
+@st.fragment
+def lines_view(trace: Trace, pick_layer, head_default: int = 0) -> None:
+    """Query tokens on the left, keys on the right (or two rows), a line per pair above w."""
+    n_q, n_k = len(trace.tokens), len(trace.key_tokens)
+    n = max(n_q, n_k)
+    c1, c2, c3 = st.columns([1, 2, 1])
+    with c1:
+        layer = pick_layer(trace)
+    with c2:
+        heads_all = list(range(trace.n_heads))
+        first = [min(head_default, trace.n_heads - 1)]
+        if not set(st.session_state.get("lines_heads") or []) <= set(heads_all):
+            st.session_state["lines_heads"] = first  # the model has fewer heads now
+        # plain numbers as options: the URL then reads ?lines_heads=0&lines_heads=4 in any language
+        heads = st.multiselect(
+            t("lv.heads"),
+            heads_all,
+            key="lines_heads",
+            bind="query-params",
+            **({} if "lines_heads" in st.session_state else {"default": first}),
+        )
+    with c3:
+        default_w = 0.01 if n <= 40 else 0.02
+        threshold = st.slider(
+            t("lv.threshold"), 0.0, 0.5, default_w, 0.005, key="lines_w",
+            help=t("lv.threshold_help"), bind="query-params", format="%.3f",
+        )  # fmt: skip
+    d1, d2, d3 = st.columns([2, 1, 1])
+    with d1:
+        options = _focus_options(trace)
+        url_seed("lines_focus", options, "")
+        if st.session_state.get("lines_focus") not in options:
+            st.session_state["lines_focus"] = ""
+        focus_value = st.selectbox(
+            t("lv.focus"), options, format_func=lambda v: _focus_label(trace, v),
+            key="lines_focus", help=t("lv.lines_focus_help"),
+        )  # fmt: skip
+        url_sync("lines_focus", "")
+    with d2:
+        rows = st.toggle(
+            t("lv.rows"), value=is_cjk(trace.tokens), key="lines_rows", help=t("lv.rows_help"),
+            bind="query-params",
+        )  # fmt: skip
+    with d3:
+        pair = "all"
+        if trace.token_types and 1 in trace.token_types:
+            url_seed("lines_pair", list(PAIRS), "all")
+            pair = st.selectbox(
+                t("lv.pair"), PAIRS, format_func=lambda p: t(f"lv.pair.{p}"), key="lines_pair"
+            )
+            url_sync("lines_pair", "all")
+    q_range, k_range = _sentence_ranges(trace, pair)
+    if n > LONG and not trace.is_cross and q_range is None:
+        lo, hi = pick_window(n)
+        q_range = k_range = (lo, hi)
+    if not heads:
+        st.info(t("lv.no_heads"))
+        return
+    lt = trace.layers[layer]
+    focus = (focus_value[0], int(focus_value[1:])) if focus_value else None
+    fig = lines_figure(
+        lt.weights,  # [head, q, k]
+        trace.tokens,
+        trace.key_tokens,
+        heads,
+        threshold=threshold,
+        mask=lt.mask,
+        focus=focus,
+        q_range=q_range,
+        k_range=k_range,
+        rows=rows,
+        q_title=t("w.query"),
+        k_title=t("w.key"),
+        head_name=t("ex.head"),
+        length_px=1100 if rows else None,
+        title=t("lv.lines_title", l=layer),
+    )
+    chart(fig, key="lines_chart", on_select=_clicked, selection_mode="points")
+    st.caption(t("lv.lines_help", lines=fig.layout.meta["lines"], w=threshold))
