@@ -25,6 +25,7 @@ MAX_NAME_CHARS = 256  # a Hub id is at most 96 characters; folders rarely pass 2
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
 _WORD = re.compile(r"\S+")
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?")
 
 
 def short(value: object, limit: int = 60) -> str:
@@ -185,6 +186,12 @@ def model_folder(name: str | None) -> None:
         raise ValueError(
             f"{short(name)} is a folder without a config.json, so not a model folder: pass a "
             f"folder saved with save_pretrained(), a Hub id, or nothing for the bundled model"
+        )
+    path_like = name.startswith((".", "/", "~")) or "\\" in name or name.count("/") > 1
+    if not is_dir and not path_like and not _HUB_ID.fullmatch(name):
+        raise ValueError(
+            f"{short(name)} is neither a folder nor a Hugging Face id: an id is letters, digits, "
+            f"'-', '_' and '.', with at most one '/' (e.g. bert-base-chinese or org/model)"
         )
 
 

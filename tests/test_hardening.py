@@ -333,3 +333,14 @@ def test_public_mode_offers_only_the_allowlist(monkeypatch) -> None:
     finally:
         monkeypatch.undo()
         budget.cache_clear()
+
+
+def test_layers_slider_follows_the_budget_when_the_text_grows() -> None:
+    at = app(query={"d_model": "1024", "dk_auto": "false", "d_head": "256", "heads": "32"})
+    at.toggle(key="scale").set_value(False).run()  # the link fits: this run traces
+    at.slider(key="layers").set_value(6).run()
+    assert not at.exception and at.slider(key="layers").value == 6  # 10 tokens: 6 layers fit
+    at.text_area(key="text").set_value("word " * 600).run()  # 512 tokens: 2 layers of 32 heads
+    assert not at.exception, at.exception
+    assert at.slider(key="layers").max == 2 and at.slider(key="layers").value == 2
+    assert not at.error

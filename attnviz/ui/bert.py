@@ -37,20 +37,23 @@ def get_model(name: str | None, device: str, dtype: str = "float32"):
         st.error(markup.escape(err))
         return None
     shown = markup.code(name) if name else t("bert.bundled")
-    try:
-        with st.status(t("bert.loading", name=shown), expanded=False) as status:
+    with st.status(t("bert.loading", name=shown), expanded=False) as status:
+        try:
             model = load_bert(
                 name, device, _progress=lambda m: status.update(label=markup.escape(m)), dtype=dtype
             )
+        except (ValueError, TypeError, OSError, RuntimeError) as err:
+            status.update(label=t("bert.not_loaded", name=shown), state="error")
+            failed = err
+        else:
             status.update(
                 label=t("bert.loaded", name=markup.code(model.name), device=model.device),
                 state="complete",
             )
-        return model
-    except (ValueError, TypeError, OSError, RuntimeError) as err:
-        msg = t("bert.load_failed_public") if public() else markup.escape(err)
-        st.error(t("bert.load_failed", name=shown, msg=msg))
-        return None
+            return model
+    msg = t("bert.load_failed_public") if public() else markup.escape(failed)
+    st.error(t("bert.load_failed", name=shown, msg=msg))
+    return None
 
 
 @st.cache_resource(max_entries=24, show_spinner=False)

@@ -178,11 +178,14 @@ def stack_controls(defaults: dict | None = None) -> StackConfig | None:
         kv_options = divisors(n_heads)
         n_kv = choice_slider(t("pg.kv_heads"), kv_options, "kv", n_heads)
     with c5:
+        ffn_on = st.session_state.get("ffn") is True
         more = [n for n in range(2, 7) if limits.fits(n_q, n_k, d_model=d_model, n_heads=n_heads,
-                d_head=d_head, n_kv_heads=n_kv, n_layers=n)]  # fmt: skip
+                d_head=d_head, n_kv_heads=n_kv, n_layers=n, ffn=ffn_on)]  # fmt: skip
         n_layers = 1
         if more:
             top = max(more)
+            if isinstance(st.session_state.get("layers"), int) and st.session_state["layers"] > top:
+                st.session_state["layers"] = top  # the text grew: keep the slider in its range
             n_layers = st.slider(
                 t("pg.layers"), 1, top, min(d["layers"], top), key="layers", bind="query-params"
             )
