@@ -118,22 +118,21 @@ def head_stats(trace: Trace) -> dict[str, torch.Tensor]:
     """
     w = trace.weights()  # [layer, head, q, k]
     n_q, n_k = w.shape[-2:]
-    mask = trace.layers[0].mask if trace.layers else None
-    allowed = torch.ones(n_q, n_k, dtype=torch.bool) if mask is None else mask  # [q, k]
-    n_allowed = allowed.sum(-1)  # [q]
-    live = n_allowed > 0  # [q] rows that attend at all
+    everything = torch.ones(n_q, n_k, dtype=torch.bool)  # [q, k]
+    # Each layer's own mask: a decoder may mix full and sliding-window layers.
+    allowed = torch.stack([everything if la.mask is None else la.mask for la in trace.layers])
+    n_allowed = allowed.sum(-1)  # [layer, q]
+    live = n_allowed > 0  # [layer, q] rows that attend at all
 
     def row_mean(x: torch.Tensor, rows: torch.Tensor = live) -> torch.Tensor:
-        # x: [layer, head, q] -> [layer, head], averaged over the chosen query rows
-        if not bool(rows.any()):
-            return torch.zeros(x.shape[:2])
-        return x[..., rows].mean(-1)
+        # x: [layer, head, q] -> [layer, head], averaged over each layer's chosen query rows
+        rows = rows.expand(n_allowed.shape).unsqueeze(1).to(x.dtype)  # [layer, 1, q]
+        return (x * rows).sum(-1) / rows.sum(-1).clamp_min(1)
 
     plogp = torch.where(w > 0, w * w.clamp_min(1e-30).log(), torch.zeros(()))
     entropy = -plogp.sum(-1)  # [layer, head, q]
-    max_h = torch.log(n_allowed.clamp_min(1).to(w.dtype))  # [q]
-    wide = n_allowed > 1
-    rel = entropy[..., wide] / max_h[wide] if bool(wide.any()) else None
+    max_h = torch.log(n_allowed.clamp_min(2).to(w.dtype)).unsqueeze(1)  # [layer, 1, q]
+    wide = n_allowed > 1  # [layer, q]
 
     qi = torch.arange(n_q).unsqueeze(1)  # [q, 1]
     kj = torch.arange(n_k).unsqueeze(0)  # [1, k]
@@ -151,7 +150,7 @@ def head_stats(trace: Trace) -> dict[str, torch.Tensor]:
 
     return {
         "entropy": row_mean(entropy),
-        "entropy_rel": rel.mean(-1) if rel is not None else torch.zeros(w.shape[:2]),
+        "entropy_rel": row_mean(entropy / max_h, wide),
         "max_weight": row_mean(w.amax(-1)),
         "distance": row_mean(dist),
         "self": row_mean(diag),

@@ -345,3 +345,33 @@ def test_a_tokenizer_without_a_pad_token_still_pads_a_batch(tmp_path, tokenizer)
     assert n == len(long.tokens) > m and short.special["[PAD]"] == list(range(m, n))
     for layer in short.layers:
         assert torch.all(layer.weights[:, :, m:] == 0)
+
+
+def test_head_stats_use_each_layers_own_mask() -> None:
+    """A model mixing full and sliding-window layers (Qwen2's layer_types): uniform weights over
+    each layer's allowed keys have relative entropy 1 in both layers."""
+    from attnviz.trace import LayerTrace, Trace, head_stats
+
+    n = 6
+    full = expected_mask(n, n, None)  # [q, k]
+    window = expected_mask(n, n, 2)  # [q, k]
+    layers = []
+    for mask in (full, window):
+        weights = (mask / mask.sum(-1, keepdim=True)).expand(2, n, n)  # [head, q, k] uniform
+        zeros = torch.zeros(2, n, 4)
+        layers.append(
+            LayerTrace(
+                q=zeros,
+                k=zeros,
+                v=zeros,
+                scores=torch.zeros(2, n, n),
+                scale=1.0,
+                mask=mask,
+                weights=weights,
+                z=zeros,
+                output=torch.zeros(n, 8),
+            )  # fmt: skip
+        )
+    stats = head_stats(Trace(tokens=list("abcdef"), layers=layers, source="test"))
+    torch.testing.assert_close(stats["entropy_rel"], torch.ones(2, 2))
+    torch.testing.assert_close(stats["max_weight"][1], torch.full((2,), (1 + 5 * 0.5) / 6))

@@ -307,6 +307,11 @@ def trace_model(
     divides the logits, `ablate` zeroes the z of (layer, head) pairs before W_O, `mask_tokens` are
     key positions no query may attend to in any layer. Inputs past `max_length` (default: the
     model's limit) are truncated and the trace says so. A blank text_pair means none.
+
+    A decoder's trace also holds `next_logits` (after the last token). For an encoder-decoder,
+    `text` goes to the encoder and `text_pair` (default: `text`) is what the decoder reads after its
+    start token; the Trace returned is the encoder's, with `.part("decoder")` and `.part("cross")`,
+    and `ablate` numbers blocks in order: encoder layers, decoder layers, cross layers.
     """
     text, text_pair = validate.text("text", text), validate.optional_text("text_pair", text_pair)
     if not isinstance(text, str) or not text.strip():

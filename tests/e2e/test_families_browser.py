@@ -51,7 +51,8 @@ def test_decoder_page_and_next_token_diff(folders, size: str, request) -> None:
     p.shot("pretrained-llama")
     p.open(f"bert?model={model}&device=cpu&b_ablate=L1H0&b_ablate=L1H2&view=detail")
     assert p.wait_count('[data-testid="stMetric"]', 1, timeout=60) == 1
-    assert p.page.get_by_text("p unchanged").count() >= 1  # the legend of the next-token chart
+    # the legend of the next-token chart, drawn after the script ends
+    p.page.get_by_text("p unchanged").first.wait_for(timeout=30_000)
     p.shot("pretrained-llama-what-if")
 
 
@@ -75,8 +76,9 @@ def test_decoder_page_in_chinese(folders, big_page) -> None:
     model = quote(folders["llama"], safe="")
     big_page.open(f"bert?model={model}&device=cpu&lang=中文&b_scale=false")
     assert big_page.wait_count('[data-testid="stMetric"]', 1, timeout=90) == 1
+    big_page.page.get_by_text("原模型的 p").first.wait_for(timeout=30_000)  # chart legend
     body = big_page.page.inner_text("body")
-    assert "预训练模型" in body and "解码器（因果）" in body and "原模型的 p" in body
+    assert "预训练模型" in body and "解码器（因果）" in body
     big_page.shot("pretrained-llama-zh")
 
 
