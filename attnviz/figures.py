@@ -90,7 +90,9 @@ def heatmap(
         zmax=zmax,
         showscale=show_scale,
         colorbar=dict(
-            thickness=10, xpad=4, title=dict(text=html.escape(colorbar_title), side="right")
+            thickness=10,
+            xpad=4,
+            title=dict(text=html.escape(colorbar_title), side="right", font=dict(size=11)),
         ),
         xgap=1 if n_k <= 40 else 0,
         ygap=1 if n_q <= 40 else 0,

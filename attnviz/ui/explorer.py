@@ -168,9 +168,10 @@ def _head_triplet(trace: Trace, layer: int, head: int, shared: bool) -> None:
     # A window of positions lo..hi-1 on both axes (clipped to each side's length).
     qs, ks = slice(lo, min(hi, len(trace.tokens))), slice(lo, min(hi, len(trace.key_tokens)))
     scores = lt.scores[head, qs, ks]  # [q, k] window
-    logits = lt.logits()[head, qs, ks]  # [q, k] window
+    all_logits = lt.logits()  # [head, q, k]
+    logits = all_logits[head, qs, ks]  # [q, k] window
     weights = lt.weights[head, qs, ks]  # [q, k] window
-    finite = lt.logits()[torch.isfinite(lt.logits())]
+    finite = all_logits[torch.isfinite(all_logits)]
     bound_scores = float(lt.scores.abs().max()) if shared else None
     bound_logits = float(finite.abs().max()) if shared and finite.numel() else None
     long = hi - lo > LONG

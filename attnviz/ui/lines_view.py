@@ -127,7 +127,7 @@ def lines_view(trace: Trace, pick_layer, head_default: int = 0) -> None:
         k_title=t("w.key"),
         head_name=t("ex.head"),
         length_px=1100 if rows else None,
-        title=t("lv.lines_title", l=layer),
+        title=t("lv.lines_title_rows" if rows else "lv.lines_title", l=layer),
     )
     chart(fig, key="lines_chart", on_select=_clicked, selection_mode="points")
     st.caption(t("lv.lines_help", lines=fig.layout.meta["lines"], w=threshold))
