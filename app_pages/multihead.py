@@ -4,7 +4,7 @@ parameter and KV-cache calculators, Table 3 of the paper reproduced."""
 import pandas as pd
 import streamlit as st
 
-from attnviz import StackConfig, costs, figures, ui
+from attnviz import StackConfig, costs, figures, formulas, ui
 from attnviz.config import divisors
 
 t = ui.t
@@ -31,10 +31,13 @@ if trace is None:
 n = len(trace.tokens)
 
 st.subheader(t("mh.shapes", n=n))
+# Written from the config that computed the heads below.
 st.latex(
-    r"\mathrm{head}_i = \mathrm{softmax}\!\left(\frac{X W_q^i (X W_k^i)^\top}{\sqrt{d_k}}\right)"
-    r" X W_v^i, \qquad \mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_1, \dots,"
-    r" \mathrm{head}_h)\, W_O"
+    formulas.head(
+        formulas.Knobs(
+            use_scale=config.use_scale, temperature=config.temperature, masked=config.causal
+        )
+    )
 )
 st.dataframe(
     pd.DataFrame(costs.multihead_shapes(n, d_model, n_heads, n_kv_heads=n_kv)),

@@ -62,6 +62,7 @@ def heatmap(
     -inf (masked logits) shows as an empty cell. `signed` centres a diverging scale on 0.
     """
     z = to_numpy(matrix).copy()  # [q, k]
+    minus_inf = np.isneginf(z)  # [q, k] masked logits: drawn blank, labelled −∞ with the values
     z[~np.isfinite(z)] = np.nan
     n_q, n_k = z.shape
     xs, ys = escape(x_tokens), escape(y_tokens)
@@ -92,6 +93,22 @@ def heatmap(
         trace["text"] = np.vectorize(lambda v: "" if np.isnan(v) else f"{v:.2f}")(z)
         trace["texttemplate"] = "%{text}"
         trace["textfont"] = dict(size=11)
+    data = [trace]
+    if show_values and n_q * n_k <= 400 and minus_inf.any():
+        # A text trace, not the heatmap's own text: plotly skips the text of empty (NaN) cells.
+        qi, kj = np.nonzero(minus_inf)
+        data.append(
+            dict(
+                type="scatter",
+                mode="text",
+                x=[x_cat[j] for j in kj],
+                y=[y_cat[i] for i in qi],
+                text=["−∞"] * len(qi),
+                textfont=dict(size=11, color="#555"),
+                hoverinfo="skip",
+                showlegend=False,
+            )
+        )
     sx, sy = _tick_step(n_k, max_ticks), _tick_step(n_q, max_ticks)
     shapes = []
     if highlight_row is not None and 0 <= highlight_row < n_q:
@@ -128,7 +145,7 @@ def heatmap(
         ),
         shapes=shapes,
     )
-    return go.Figure(data=[trace], layout=_layout_dict(title, height, layout))
+    return go.Figure(data=data, layout=_layout_dict(title, height, layout))
 
 
 def _layout_dict(title: str, height: int | None, extra: dict) -> dict:

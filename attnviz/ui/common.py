@@ -208,10 +208,12 @@ def run_stack_trace(config: StackConfig) -> Trace | None:
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def cached_walkthrough(text: str, d_k: int, use_scale: bool, causal: bool):
+def cached_walkthrough(
+    text: str, d_k: int, use_scale: bool, causal: bool, temperature: float = 1.0
+):
     from attnviz.walkthrough import walkthrough
 
-    return walkthrough(text, d_k=d_k, use_scale=use_scale, causal=causal)
+    return walkthrough(text, d_k=d_k, use_scale=use_scale, causal=causal, temperature=temperature)
 
 
 def numbers(matrix, cols, rows, title: str, key: str, highlight: int | None = None, signed=True):
