@@ -103,3 +103,5 @@ else:
     st.caption(t("bert.no_change"))
 
 explorer.explorer(trace, default_view="overview")
+
+ui.lesson_nav("bert")

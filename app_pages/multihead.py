@@ -178,3 +178,5 @@ st.dataframe(
     hide_index=True,
     width="stretch",
 )
+
+ui.lesson_nav("multihead")

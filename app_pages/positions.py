@@ -74,3 +74,5 @@ for col, (name, m) in zip(
 ):
     with col:
         ui.numbers(m, dims, tokens, t(name), key=f"norm_{name}")
+
+ui.lesson_nav("positions")

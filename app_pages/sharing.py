@@ -79,3 +79,5 @@ st.dataframe(
     hide_index=True,
     width="stretch",
 )
+
+ui.lesson_nav("sharing")

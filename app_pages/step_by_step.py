@@ -114,3 +114,5 @@ with st.expander(t("st.columns_title"), expanded=step == "weights"):
         ui.numbers(a, wt.tokens, wt.tokens, "A = KᵀQ", key="col_a")
     with c2:
         ui.numbers(a_soft, wt.tokens, wt.tokens, "A'", key="col_soft", signed=False)
+
+ui.lesson_nav("step_by_step")

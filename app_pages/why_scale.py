@@ -99,3 +99,5 @@ if on is not None and off is not None:
                 y_title=t("w.query"),
             )
             ui.chart(fig, key=f"live_{label}")
+
+ui.lesson_nav("why_scale")
