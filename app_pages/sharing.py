@@ -24,7 +24,9 @@ st.markdown(
     t("sh.mode", mode=config.sharing, h=n_heads, kv=n_kv, g=n_heads // n_kv),
 )
 kv_of = kv_head_of(n_heads, n_kv)
-ui.chart(figures.sharing_diagram(kv_of, q_label=t("pg.heads"), kv_label=t("sh.kv")), key="diagram")
+ui.chart(
+    figures.sharing_diagram(kv_of, q_label=t("sh.q_heads"), kv_label=t("sh.kv_row")), key="diagram"
+)
 st.caption(t("sh.rule"))
 
 trace = ui.run_stack_trace(config)

@@ -49,6 +49,7 @@ def heatmap(
     zmax: float | None = None,
     signed: bool = False,
     highlight_row: int | None = None,
+    highlight_col: int | None = None,
     show_values: bool = False,
     height: int | None = None,
     x_title: str = "key",
@@ -120,6 +121,17 @@ def heatmap(
                 y0=highlight_row - 0.5,
                 y1=highlight_row + 0.5,
                 line=dict(color="#e4572e", width=3),
+            )
+        )
+    if highlight_col is not None and 0 <= highlight_col < n_k:
+        shapes.append(
+            dict(
+                type="rect",
+                x0=highlight_col - 0.5,
+                x1=highlight_col + 0.5,
+                y0=-0.5,
+                y1=n_q - 0.5,
+                line=dict(color="#e4572e", width=2, dash="dot"),
             )
         )
     layout = dict(
@@ -375,8 +387,9 @@ def sharing_diagram(
     fig = go.Figure()
     kv_x = [(g + 0.5) * n_heads / n_kv - 0.5 for g in range(n_kv)]
     for h, g in enumerate(kv_of_head):
+        # Below the markers and stopping at their edges, so no line crosses a label ("KV0").
         fig.add_shape(
-            type="line", x0=h, y0=1, x1=kv_x[g], y1=0,
+            type="line", x0=h, y0=0.86, x1=kv_x[g], y1=0.16, layer="below",
             line=dict(color=GROUP_COLOURS[g % len(GROUP_COLOURS)], width=2),
         )  # fmt: skip
     fig.add_trace(

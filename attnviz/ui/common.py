@@ -196,14 +196,19 @@ def stack_controls(defaults: dict | None = None) -> StackConfig | None:
         return None
 
 
-def run_stack_trace(config: StackConfig) -> Trace | None:
-    """Trace the sidebar's text; a clear message instead of a traceback when the text is bad."""
+def run_stack_trace(config: StackConfig, say: bool = True) -> Trace | None:
+    """Trace the sidebar's text; a clear message instead of a traceback when the text is bad.
+
+    say=False stays silent: for a second trace of the same text, whose notes were already shown.
+    """
     try:
         trace = stack_trace(text(), config, pair())
     except ValueError as err:
-        st.info(t("err.empty") if "empty" in str(err) else str(err))
+        if say:
+            st.info(t("err.empty") if "empty" in str(err) else str(err))
         return None
-    report_trace_notes(trace)
+    if say:
+        report_trace_notes(trace)
     return trace
 
 

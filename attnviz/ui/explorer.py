@@ -9,6 +9,7 @@ import streamlit as st
 import torch
 
 from attnviz import figures, frames
+from attnviz.links import default_link
 from attnviz.trace import Trace, heads_linking, mean_entropy, mean_max_weight
 from attnviz.ui.common import chart, t, url_seed, url_sync
 
@@ -118,13 +119,27 @@ def overview(trace: Trace) -> None:
     _head_triplet(trace, layer, head, shared=False)
 
 
-def _head_triplet(trace: Trace, layer: int, head: int, shared: bool) -> None:
+def _mark(trace: Trace) -> tuple[int, int] | None:
+    """The (query, key) cell "open in Head detail" came from, kept in the URL as mark=q,k."""
+    raw = st.session_state.get("mark") or st.query_params.get("mark")
+    try:
+        q, k = (int(x) for x in str(raw).split(","))
+    except ValueError:
+        return None
+    return (q, k) if 0 <= q < len(trace.tokens) and 0 <= k < len(trace.key_tokens) else None
+
+
+def _head_triplet(
+    trace: Trace, layer: int, head: int, shared: bool, mark: tuple[int, int] | None = None
+) -> None:
     lt = trace.layers[layer]
     logits = lt.logits()  # [head, q, k]
     finite = logits[torch.isfinite(logits)]
     bound_scores = float(lt.scores.abs().max()) if shared else None
     bound_logits = float(finite.abs().max()) if shared and finite.numel() else None
     common = dict(height=420, x_title=t("w.key"), y_title=t("w.query"))
+    if mark is not None:  # the query row and key column "open in Head detail" came from
+        common.update(highlight_row=mark[0], highlight_col=mark[1])
     c1, c2, c3 = st.columns(3)
     with c1:
         fig = figures.heatmap(
@@ -190,7 +205,12 @@ def detail(trace: Trace) -> None:
             t("ex.shared_scale"), key="shared", help=t("ex.shared_help"), bind="query-params"
         )
     st.caption(t("ex.detail_help"))
-    _head_triplet(trace, layer, head, shared)
+    mark = _mark(trace)
+    if mark is not None:
+        st.caption(t("ex.marked", q=trace.tokens[mark[0]], k=trace.key_tokens[mark[1]]))
+        if st.query_params.get("mark") != f"{mark[0]},{mark[1]}":
+            st.query_params["mark"] = f"{mark[0]},{mark[1]}"
+    _head_triplet(trace, layer, head, shared, mark)
 
 
 @st.fragment
@@ -258,26 +278,32 @@ def one_query(trace: Trace) -> None:
     st.caption(t("ex.qk_help", kv=kv))
 
 
-def _open_detail(layer: int, head: int) -> None:
+def _open_detail(layer: int, head: int, query: int = 0, key: int = 0) -> None:
     st.session_state["layer"], st.session_state["head"] = layer, head
     st.session_state["view"] = "detail"
+    st.session_state["mark"] = f"{query},{key}"  # detail outlines this query row and key
 
 
 def link(trace: Trace) -> None:
     """Which heads link a query token to a key token (it → animal)? Every head ranked."""
     keys = trace.key_tokens
+    # Open on a real word pair ("it" → "animal"), not [CLS] → [CLS]; a URL's choice still wins.
+    first_query, first_key = default_link(trace)
+    url_seed("query", list(range(len(trace.tokens))), first_query)
     c1, c2 = st.columns(2)
     with c1:
         query = pick_query(trace)
+        if st.query_params.get("query") != str(query):
+            st.query_params["query"] = str(query)  # 0 is a choice here, not the default
     with c2:
-        url_seed("link_key", list(range(len(keys))), 0)
+        url_seed("link_key", list(range(len(keys))), first_key)
         if not 0 <= st.session_state["link_key"] < len(keys):
             st.session_state["link_key"] = 0
         key = st.selectbox(
             t("ex.link_key"), range(len(keys)), format_func=lambda j: f"{j}: {keys[j]}",
             key="link_key",
         )  # fmt: skip
-        url_sync("link_key", 0)
+        url_sync("link_key", first_key)
     grid = trace.weights()[:, :, query, key]  # [layer, head]
     fig = figures.heatmap(
         grid,
@@ -307,7 +333,7 @@ def link(trace: Trace) -> None:
     st.button(
         t("ex.link_open", l=best_layer, h=best_head),
         on_click=_open_detail,
-        args=(best_layer, best_head),
+        args=(best_layer, best_head, query, key),
         key="link_open",
     )
 
