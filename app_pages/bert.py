@@ -2,10 +2,9 @@
 
 import streamlit as st
 
-from attnviz import figures, ui
-from attnviz.hooked import embedding_cosine
-from attnviz.trace import weight_shift
+from attnviz import ui, whatif
 from attnviz.ui import bert, explorer
+from attnviz.ui import whatif as whatif_panel
 
 t = ui.t
 st.title(t("bert.title"))
@@ -22,15 +21,21 @@ if model is None:
     st.stop()
 model_key = (model.name, model.device)
 
-with st.expander(t("bert.whatif"), expanded=True):
+# Folded unless a link set a knob: open, the views would start ~900 px down the page.
+knobs_in_url = any(k in st.query_params for k in ("b_scale", "b_temp", "b_ablate", "b_mask"))
+with st.expander(t("bert.whatif"), expanded=knobs_in_url):
     st.caption(t("bert.whatif_help"))
     c1, c2 = st.columns([1, 1])
     use_scale = c1.toggle(t("pg.scale"), value=True, key="b_scale", bind="query-params")
     temperature = c2.number_input(
         t("pg.temperature"), 0.05, 20.0, value=1.0, step=0.25, key="b_temp", bind="query-params"
     )
-    head_ids = [f"L{la}H{h}" for la in range(model.n_layers) for h in range(model.n_heads)]
-    ablate_ids = st.multiselect(t("bert.ablate"), head_ids, key="b_ablate", bind="query-params")
+    ablate_ids = st.multiselect(
+        t("bert.ablate"),
+        whatif.head_ids(model.n_layers, model.n_heads),
+        key="b_ablate",
+        bind="query-params",
+    )
     base_trace = None
     try:
         base_trace = bert.bert_trace(model, model_key, ui.text(), ui.pair())
@@ -46,7 +51,7 @@ with st.expander(t("bert.whatif"), expanded=True):
         bind="query-params",
     )
 
-ablate = tuple((int(x[1 : x.index("H")]), int(x[x.index("H") + 1 :])) for x in ablate_ids)
+ablate = whatif.parse_head_ids(ablate_ids)
 knobs = dict(
     use_scale=use_scale,
     temperature=float(temperature),
@@ -60,48 +65,13 @@ n_unk = sum(tok == "[UNK]" for tok in trace.tokens)
 if n_unk:
     st.warning(t("bert.unk", n=n_unk))
 
+follow = None
 if changed:
-    with st.container(border=True):
-        cos = embedding_cosine(trace, base_trace)
-        shift = weight_shift(trace, base_trace)  # [layer, head]
-        c1, c2 = st.columns([1, 3])
-        c1.metric(t("bert.cosine"), f"{cos:.4f}")
-        with c2:
-            fig = figures.heatmap(
-                shift,
-                [f"H{h}" for h in range(model.n_heads)],
-                [f"L{la}" for la in range(model.n_layers)],
-                title=t("bert.shift_title"),
-                value_name="Δ",
-                zmin=0.0,
-                zmax=max(float(shift.max()), 1e-6),
-                show_values=True,
-                height=80 + 34 * model.n_layers,
-                x_title="",
-                y_title="",
-            )
-            fig.update_xaxes(tickangle=0)
-            ui.chart(fig, key="shift")
-        d1, d2 = st.columns(2)
-        la = d1.slider(
-            t("bert.diff_layer"), 0, model.n_layers - 1, 0, key="d_layer", bind="query-params"
-        )
-        h = d2.slider(
-            t("bert.diff_head"), 0, model.n_heads - 1, 0, key="d_head", bind="query-params"
-        )
-        fig = figures.diff_heatmap(
-            trace.layers[la].weights[h],
-            base_trace.layers[la].weights[h],
-            trace.key_tokens,
-            trace.tokens,
-            title=t("bert.diff_title", l=la, h=h),
-            bound=1.0,
-            height=460,
-        )
-        ui.chart(fig, key="diff")
+    follow = whatif_panel.followed_head(trace)
+    whatif_panel.results(whatif.compare(trace, base_trace), trace, base_trace, follow)
 else:
     st.caption(t("bert.no_change"))
 
-explorer.explorer(trace, default_view="overview")
+explorer.explorer(trace, default_view="overview", follow=follow)
 
 ui.lesson_nav("bert")

@@ -211,8 +211,11 @@ def mosaic(
     selected: tuple[int, int] | None = None,
     title: str = "",
     height: int | None = None,
+    marked: Sequence[tuple[int, int]] = (),
 ) -> go.Figure:
     """Every layer x head as a thumbnail in one RGB image (one go.Image: fast even at n = 512).
+
+    `marked` heads (silenced ones) are crossed out with a dark grey X.
 
     weights: [layer, head, q, k]. Each thumbnail is average-pooled to at most `thumb` pixels a side
     and, unless `shared_scale`, scaled to its own maximum so faint heads still show their pattern.
@@ -238,6 +241,15 @@ def mosaic(
         for head in range(n_heads):
             y0, x0 = gap + layer * cell_h, gap + head * cell_w
             img[y0 : y0 + th, x0 : x0 + tw] = tiles[layer, head]
+    for layer, head in marked:
+        if 0 <= layer < n_layers and 0 <= head < n_heads:
+            y0, x0 = gap + layer * cell_h, gap + head * cell_w
+            steps = np.arange(max(th, tw))
+            ys = y0 + steps * th // max(th, tw)
+            xs = x0 + steps * tw // max(th, tw)
+            for dx in (0, 1):  # two pixels wide, so it shows on small thumbnails
+                img[ys, np.minimum(xs + dx, x0 + tw - 1)] = 60
+                img[ys, np.maximum(x0 + tw - 1 - (xs - x0) - dx, x0)] = 60
     if selected is not None:
         layer, head = selected
         y0, x0 = gap + layer * cell_h, gap + head * cell_w
@@ -463,3 +475,20 @@ def vectors(
         y_title=y_title,
         **kwargs,
     )
+
+
+def mark_cells(fig: go.Figure, cells: Sequence[tuple[int, int]]) -> go.Figure:
+    """Outline (row, column) cells of a heatmap built by `heatmap` in black: silenced heads."""
+    n_rows, n_cols = len(fig.data[0].y), len(fig.data[0].x)
+    for r, c in cells:
+        if 0 <= r < n_rows and 0 <= c < n_cols:
+            fig.add_shape(
+                type="rect",
+                x0=c - 0.5,
+                x1=c + 0.5,
+                y0=r - 0.5,
+                y1=r + 0.5,
+                line=dict(color="#111", width=3),
+                name="silenced",
+            )
+    return fig

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.apphelpers import app, heatmap_specs, specs
+from tests.apphelpers import app, decode, heatmap_specs, specs
 
 WHY_PAGE = "app_pages/why_scale.py"
 
@@ -47,3 +47,57 @@ def test_defect_12_link_opens_on_it_to_animal_and_detail_marks_the_pair() -> Non
         cols = [r for r in rects if r["y0"] == -0.5]  # spans every query: the key column
         assert rows[0]["y0"] == 9.5 and cols[0]["x0"] == 1.5
     assert any("animal" in c.value for c in at.caption)
+
+
+def test_defect_6_whatif_follows_the_open_head_and_says_what_changed() -> None:
+    at = app(BERT_PAGE, query={"b_ablate": "L5H11", "view": "detail", "layer": "5", "head": "11"})
+    assert not at.exception
+    # the compare view is the head open below, not L0H0
+    assert any("Layer 5, head 11" in c.value for c in at.caption)
+    diff = next(
+        s for s in heatmap_specs(at) if "weights − unchanged" in s["layout"]["title"]["text"]
+    )
+    assert "Layer 5, head 11" in diff["layout"]["title"]["text"]
+    # last layer silenced: the panel says no weight can move, and shows what did change
+    assert any("last layer" in c.value for c in at.caption)
+    metrics = {m.label: m.value for m in at.metric}
+    assert float(metrics["Sentence embedding cosine to the unchanged model"]) < 1.0
+    moved = next(v for k, v in metrics.items() if k.startswith("Largest change"))
+    assert float(moved.rstrip("%")) > 0
+    # the shift grid outlines the silenced head and has no 1e-6 colour bar
+    shift = next(
+        s for s in heatmap_specs(at) if "How far each head" in s["layout"]["title"]["text"]
+    )
+    assert shift["data"][0]["zmax"] >= 0.05
+    outlines = [r for r in shift["layout"]["shapes"] if r.get("name") == "silenced"]
+    assert [(r["y0"] + 0.5, r["x0"] + 0.5) for r in outlines] == [(5, 11)]
+    # moving the head below moves the compared head
+    at.slider(key="head").set_value(3).run()
+    assert not at.exception
+    assert any("Layer 5, head 3" in c.value for c in at.caption)
+
+
+def test_defect_6_silenced_heads_are_marked_in_the_overview_and_grids() -> None:
+    at = app(BERT_PAGE, query={"b_ablate": "L3H1", "view": "heads", "layer": "3"})
+    assert not at.exception
+    titles = [s["layout"]["title"]["text"] for s in heatmap_specs(at)]
+    assert sum("silenced" in title for title in titles) == 1
+    assert any(title.startswith("head 1") and "silenced" in title for title in titles)
+    at = app(BERT_PAGE, query={"b_ablate": "L3H1", "view": "overview"})
+    plain = app(BERT_PAGE, query={"view": "overview"})
+    grey = []
+    for page in (at, plain):
+        image = next(s for s in specs(page) if s["data"][0]["type"] == "image")
+        z = decode(image["data"][0]["z"]).reshape(-1, 3)  # [pixels, rgb]
+        grey.append(int((z == 60).all(axis=1).sum()))
+    assert grey[0] > 40 and grey[1] == 0, grey  # the X over the silenced thumbnail
+
+
+def test_defect_6_whatif_panel_is_folded_by_default() -> None:
+    at = app(BERT_PAGE, query={"b_ablate": "L5H11"})
+    assert not at.exception
+    # the knobs fold away unless the URL set one; the details fold away always
+    labels = {e.label: e for e in at.get("expander")}
+    assert labels["What changed, in detail"].proto.expanded is False
+    plain = app(BERT_PAGE)
+    assert {e.label: e for e in plain.get("expander")}["What if…"].proto.expanded is False

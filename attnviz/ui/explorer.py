@@ -41,7 +41,17 @@ def pick_head(trace: Trace) -> int:
     if trace.n_heads == 1:
         return 0
     _int_in_range("head", trace.n_heads)
-    return st.slider(t("ex.head"), 0, trace.n_heads - 1, key="head", bind="query-params")
+    head = st.slider(t("ex.head"), 0, trace.n_heads - 1, key="head", bind="query-params")
+    _follow(st.session_state.get("layer", 0) if trace.n_layers > 1 else 0, head)
+    return head
+
+
+def _follow(layer: int, head: int) -> None:
+    # The what-if panel above the views compares the head open here: a head picked inside a
+    # fragment reruns the whole page so the panel follows (explorer() sets what it drew).
+    drawn = st.session_state.get("_follow_head")
+    if drawn is not None and tuple(drawn) != (layer, head):
+        st.rerun(scope="app")
 
 
 def pick_query(trace: Trace) -> int:
@@ -68,9 +78,15 @@ def saturation(trace: Trace, layer: int) -> None:
     st.caption(t("ex.gauge_help", n=n_k, uniform=1 / n_k))
 
 
+def silenced(trace: Trace) -> set[tuple[int, int]]:
+    """The (layer, head) pairs a what-if silenced in this trace."""
+    return {(int(la), int(h)) for la, h in trace.meta.get("ablate", ())}
+
+
 def heads_grid(trace: Trace, layer: int) -> None:
-    """One softmax-weights heatmap per head of one layer."""
+    """One softmax-weights heatmap per head of one layer; silenced heads say so in the title."""
     lt = trace.layers[layer]
+    off = silenced(trace)
     per_row = min(lt.n_heads, 3)
     cols = st.columns(per_row)
     for h in range(lt.n_heads):
@@ -78,7 +94,7 @@ def heads_grid(trace: Trace, layer: int) -> None:
             lt.weights[h],
             trace.key_tokens,
             trace.tokens,
-            title=t("pg.head_title", h=h),
+            title=t("pg.head_title", h=h) + (t("ex.silenced") if (layer, h) in off else ""),
             value_name=t("w.weights"),
             zmin=0.0,
             zmax=1.0,
@@ -112,7 +128,11 @@ def overview(trace: Trace) -> None:
     with c2:
         head = pick_head(trace)
     fig = figures.mosaic(
-        trace.weights(), shared_scale=shared, selected=(layer, head), title=t("ex.overview_title")
+        trace.weights(),
+        shared_scale=shared,
+        selected=(layer, head),
+        title=t("ex.overview_title"),
+        marked=sorted(silenced(trace)),
     )
     chart(fig, key="mosaic", on_select=_mosaic_pick, selection_mode="points")
     st.caption(t("ex.overview_help"))
@@ -319,6 +339,7 @@ def link(trace: Trace) -> None:
         y_title=t("pg.layer"),
     )
     fig.update_xaxes(tickangle=0)
+    figures.mark_cells(fig, sorted(silenced(trace)))
     chart(fig, key="link_grid")
     top = heads_linking(trace, query, key, top=min(10, grid.numel()))
     uniform = 1 / len(keys)
@@ -392,8 +413,17 @@ def export_json(trace: Trace) -> None:
     )
 
 
-def explorer(trace: Trace, default_view: str = "overview", views: tuple[str, ...] = VIEWS) -> str:
-    """The view picker and the chosen view. Returns the view shown."""
+def explorer(
+    trace: Trace,
+    default_view: str = "overview",
+    views: tuple[str, ...] = VIEWS,
+    follow: tuple[int, int] | None = None,
+) -> str:
+    """The view picker and the chosen view. Returns the view shown.
+
+    `follow`: the (layer, head) a panel above drew for; picking another head reruns the page.
+    """
+    st.session_state["_follow_head"] = follow
     view = pick_view(default_view, views)
     if view == "heads":
         layer = pick_layer(trace)
