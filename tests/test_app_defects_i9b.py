@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.apphelpers import app, decode, heatmap_specs, specs
@@ -101,3 +103,16 @@ def test_defect_6_whatif_panel_is_folded_by_default() -> None:
     assert labels["What changed, in detail"].proto.expanded is False
     plain = app(BERT_PAGE)
     assert {e.label: e for e in plain.get("expander")}["What if…"].proto.expanded is False
+
+
+def test_defect_11_pngs_are_named_by_what_they_hold() -> None:
+    at = app(BERT_PAGE, query={"view": "detail", "layer": "5", "head": "11"})
+    assert not at.exception
+    names = [
+        json.loads(c.proto.config)["toImageButtonOptions"]["filename"]
+        for c in at.get("plotly_chart")
+    ]
+    assert {"scores_L5_H11", "logits_L5_H11", "weights_L5_H11"} <= set(names)
+    assert "attnviz" not in names
+    labels = [d.proto.label for d in at.get("download_button")]
+    assert any(".npz" in label for label in labels)

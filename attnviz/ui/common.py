@@ -101,9 +101,12 @@ def url_sync(key: str, default) -> None:
         st.query_params[key] = str(value)
 
 
-def chart(fig, key: str | None = None, **kwargs) -> object:
-    """st.plotly_chart with the shared modebar config (PNG export at 2x)."""
-    return st.plotly_chart(fig, config=PLOTLY_CONFIG, key=key, **kwargs)
+def chart(fig, key: str | None = None, name: str | None = None, **kwargs) -> object:
+    """st.plotly_chart with the shared modebar config (PNG export at 2x), its PNG named `name`
+    (what it holds, e.g. weights_L5_H11), else after its key."""
+    image = {**PLOTLY_CONFIG["toImageButtonOptions"], "filename": name or key or "attnviz"}
+    config = {**PLOTLY_CONFIG, "toImageButtonOptions": image}
+    return st.plotly_chart(fig, config=config, key=key, **kwargs)
 
 
 def report_trace_notes(trace: Trace) -> None:

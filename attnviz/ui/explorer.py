@@ -3,8 +3,6 @@ outputs, head statistics. Each view is a fragment: picking a head reruns only th
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 import torch
 
@@ -104,7 +102,7 @@ def heads_grid(trace: Trace, layer: int) -> None:
             y_title=t("w.query"),
         )
         with cols[h % per_row]:
-            chart(fig, key=f"head_{h}")
+            chart(fig, key=f"head_{h}", name=f"weights_L{layer}_H{h}")
 
 
 def _mosaic_pick() -> None:
@@ -134,7 +132,13 @@ def overview(trace: Trace) -> None:
         title=t("ex.overview_title"),
         marked=sorted(silenced(trace)),
     )
-    chart(fig, key="mosaic", on_select=_mosaic_pick, selection_mode="points")
+    chart(
+        fig,
+        key="mosaic",
+        name=f"overview_{trace.n_layers}x{trace.n_heads}",
+        on_select=_mosaic_pick,
+        selection_mode="points",
+    )
     st.caption(t("ex.overview_help"))
     _head_triplet(trace, layer, head, shared=False)
 
@@ -173,7 +177,7 @@ def _head_triplet(
             zmax=bound_scores,
             **common,
         )
-        chart(fig, key="detail_scores")
+        chart(fig, key="detail_scores", name=f"scores_L{layer}_H{head}")
     with c2:
         fig = figures.heatmap(
             logits[head],
@@ -187,7 +191,7 @@ def _head_triplet(
             show_y_labels=False,
             **common,
         )
-        chart(fig, key="detail_logits")
+        chart(fig, key="detail_logits", name=f"logits_L{layer}_H{head}")
     with c3:
         fig = figures.heatmap(
             lt.weights[head],
@@ -200,7 +204,7 @@ def _head_triplet(
             show_y_labels=False,
             **common,
         )
-        chart(fig, key="detail_weights")
+        chart(fig, key="detail_weights", name=f"weights_L{layer}_H{head}")
     csv = frames.matrix_frame(lt.weights[head], trace.tokens, trace.key_tokens).to_csv()
     st.download_button(
         t("ex.csv_matrix"),
@@ -261,6 +265,7 @@ def one_query(trace: Trace) -> None:
             highlight=query if not trace.is_cross else None,
         ),
         key="query_bars",
+        name=f"weights_L{layer}_H{head}_query{query}",
     )
     kv = head // (lt.n_heads // lt.n_kv_heads)
     q = lt.q[head, query]  # [d_head]
@@ -280,7 +285,7 @@ def one_query(trace: Trace) -> None:
             x_title="dim",
             y_title=t("w.query"),
         )
-        chart(fig, key="q_vector")
+        chart(fig, key="q_vector", name=f"q_L{layer}_H{head}_query{query}")
     with c2:
         fig = figures.heatmap(
             k * q,  # [k, d_head]: each row sums to that key's q·k
@@ -294,7 +299,7 @@ def one_query(trace: Trace) -> None:
             x_title="dim",
             y_title=t("w.key"),
         )
-        chart(fig, key="qk_products")
+        chart(fig, key="qk_products", name=f"qk_products_L{layer}_H{head}_query{query}")
     st.caption(t("ex.qk_help", kv=kv))
 
 
@@ -340,7 +345,7 @@ def link(trace: Trace) -> None:
     )
     fig.update_xaxes(tickangle=0)
     figures.mark_cells(fig, sorted(silenced(trace)))
-    chart(fig, key="link_grid")
+    chart(fig, key="link_grid", name=f"link_query{query}_key{key}")
     top = heads_linking(trace, query, key, top=min(10, grid.numel()))
     uniform = 1 / len(keys)
     st.caption(t("ex.link_help", u=uniform))
@@ -377,7 +382,7 @@ def outputs(trace: Trace) -> None:
             fig = figures.vectors(
                 matrix, trace.tokens, title=title, value_name=name, y_title=t("w.query")
             )
-            chart(fig, key=name)
+            chart(fig, key=name, name=f"{name}_L{layer}" + (f"_H{head}" if name == "z" else ""))
     st.caption(t("ex.outputs_help"))
 
 
@@ -403,13 +408,31 @@ def stats(trace: Trace) -> None:
 
 
 def export_json(trace: Trace) -> None:
-    st.download_button(
+    """The small JSON (sentence, knobs, weights at 3 decimals) and, only when asked, every tensor
+    at float32 as .npz: both built on click, not on every rerun."""
+    from attnviz import export
+    from attnviz.ui.common import pair, text
+
+    sentence, second = text(), pair()
+    stem = f"trace_{export.slug(trace.source)}_{len(trace.tokens)}tokens"
+    c1, c2 = st.columns(2)
+    c1.download_button(
         t("ex.json_trace"),
-        lambda: json.dumps(frames.trace_to_dict(trace), ensure_ascii=False),
-        file_name="attnviz_trace.json",
+        lambda: export.to_json(trace, sentence, second),
+        file_name=f"{stem}.json",
         mime="application/json",
         on_click="ignore",
         key="json_trace",
+        help=t("ex.json_help", kb=export.json_bytes_estimate(trace) / 1024, n=len(trace.tokens)),
+    )
+    c2.download_button(
+        t("ex.npz_trace"),
+        lambda: export.to_npz(trace, sentence, second),
+        file_name=f"{stem}_float32.npz",
+        mime="application/octet-stream",
+        on_click="ignore",
+        key="npz_trace",
+        help=t("ex.npz_help"),
     )
 
 
