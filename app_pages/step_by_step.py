@@ -43,22 +43,18 @@ query = st.radio(
 
 with st.expander(t("st.inputs"), expanded=False):
     st.caption(t("st.inputs_help", n=n, d=d))
-    cols = st.columns(4)
-    for col, (name, m, rows) in zip(
-        cols,
-        [
-            ("X", wt.x, wt.tokens),
-            ("W_q", wt.w_q, dims),
-            ("W_k", wt.w_k, dims),
-            ("W_v", wt.w_v, dims),
-        ],
-        strict=True,
-    ):
-        with col:
+    # Two matrices a row (one when d_k is wide or in projector mode): four or three abreast,
+    # their numbers ran together at 1280 px ("-0.17-0.18-1.22").
+    per_row = 1 if d >= 8 or st.session_state.get("projector") else 2
+    inputs = [("X", wt.x, wt.tokens), ("W_q", wt.w_q, dims), ("W_k", wt.w_k, dims)]
+    inputs.append(("W_v", wt.w_v, dims))
+    cols = st.columns(per_row)
+    for i, (name, m, rows) in enumerate(inputs):
+        with cols[i % per_row]:
             ui.numbers(m, dims, rows, name, key=f"in_{name}")
-    cols = st.columns(3)
-    for col, (name, m) in zip(cols, [("Q", wt.q), ("K", wt.k), ("V", wt.v)], strict=True):
-        with col:
+    cols = st.columns(per_row)
+    for i, (name, m) in enumerate([("Q", wt.q), ("K", wt.k), ("V", wt.v)]):
+        with cols[i % per_row]:
             ui.numbers(m, dims, wt.tokens, name, key=f"qkv_{name}", highlight=query)
 
 ui.url_seed("step", list(range(len(STEPS))), 0)

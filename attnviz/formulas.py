@@ -64,8 +64,11 @@ def where(knobs: Knobs) -> str:
 
 
 def _with_where(formula: str, knobs: Knobs) -> str:
+    # The side conditions go on a second line: one line overflowed a projector-sized screen.
     side = where(knobs)
-    return formula + (r",\qquad " + side if side else "")
+    if not side:
+        return formula
+    return r"\begin{gathered}" + formula + r" \\ " + side + r"\end{gathered}"
 
 
 def step(name: str, knobs: Knobs) -> str:

@@ -108,4 +108,4 @@ def test_masks_page_fill_choice_and_pair() -> None:
     text = page_text(at)
     assert "−1e9" in text
     shapes = at.dataframe[1].value
-    assert "11 × 5" in shapes.iloc[:, 1].tolist()
+    assert "8 × 5" in shapes.iloc[:, 1].tolist()  # the first 8 tokens read 5 keys

@@ -49,6 +49,9 @@ def sidebar() -> None:
             horizontal=True,
             bind="query-params",
         )
+        from attnviz.ui.projector import toggle as projector_toggle
+
+        projector_toggle()
         st.selectbox(
             t("side.example"),
             list(examples(lang())),
@@ -106,6 +109,10 @@ def chart(fig, key: str | None = None, name: str | None = None, **kwargs) -> obj
     (what it holds, e.g. weights_L5_H11), else after its key."""
     image = {**PLOTLY_CONFIG["toImageButtonOptions"], "filename": name or key or "attnviz"}
     config = {**PLOTLY_CONFIG, "toImageButtonOptions": image}
+    if st.session_state.get("projector"):
+        from attnviz.projector import enlarge
+
+        enlarge(fig)
     return st.plotly_chart(fig, config=config, key=key, **kwargs)
 
 
@@ -245,7 +252,8 @@ def numbers(matrix, cols, rows, title: str, key: str, highlight: int | None = No
         x_title="",
         y_title="",
     )
-    fig.update_xaxes(tickangle=0)
+    if sum(len(str(c)) for c in cols) <= 36:  # longer token labels would run together flat
+        fig.update_xaxes(tickangle=0)
     chart(fig, key=key)
 
 
