@@ -63,12 +63,16 @@ def where(knobs: Knobs) -> str:
     return r",\qquad ".join(parts)
 
 
+def lines(*rows: str) -> str:
+    """Formulas stacked one under another (a single long line overflows a projected screen)."""
+    rows = tuple(r for r in rows if r)
+    if len(rows) == 1:
+        return rows[0]
+    return r"\begin{gathered}" + r" \\ ".join(rows) + r"\end{gathered}"
+
+
 def _with_where(formula: str, knobs: Knobs) -> str:
-    # The side conditions go on a second line: one line overflowed a projector-sized screen.
-    side = where(knobs)
-    if not side:
-        return formula
-    return r"\begin{gathered}" + formula + r" \\ " + side + r"\end{gathered}"
+    return lines(formula, where(knobs))
 
 
 def step(name: str, knobs: Knobs) -> str:
@@ -87,18 +91,18 @@ def step(name: str, knobs: Knobs) -> str:
 def column_form(knobs: Knobs) -> str:
     """Note 001's convention (tokens as columns): A = KᵀQ, softmax down each column."""
     inner = logits(knobs, qk="A").replace("+ M", r"+ M^\top")
-    return _with_where(
-        r"a_{i,j} = k^{i} \cdot q^{j}, \qquad A = K^\top Q,\qquad "
+    return lines(
+        r"a_{i,j} = k^{i} \cdot q^{j}, \qquad A = K^\top Q",
         rf"A' = \mathrm{{softmax}}_{{\text{{column}}}}\!\left({inner}\right)",
-        knobs,
+        where(knobs),
     )
 
 
 def head(knobs: Knobs) -> str:
     """One head and the multi-head concat, as note 000 writes them."""
     inner = logits(knobs, qk=r"X W_q^i (X W_k^i)^\top")
-    return _with_where(
-        rf"\mathrm{{head}}_i = \mathrm{{softmax}}\!\left({inner}\right) X W_v^i, \qquad "
+    return lines(
+        rf"\mathrm{{head}}_i = \mathrm{{softmax}}\!\left({inner}\right) X W_v^i",
         r"\mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\, W_O",
-        knobs,
+        where(knobs),
     )
