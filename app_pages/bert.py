@@ -21,9 +21,9 @@ if model is None:
     st.stop()
 model_key = (model.name, model.device)
 
-# Folded unless a link set a knob: open, the views would start ~900 px down the page.
-knobs_in_url = any(k in st.query_params for k in ("b_scale", "b_temp", "b_ablate", "b_mask"))
-with st.expander(t("bert.whatif"), expanded=knobs_in_url):
+# Folded: open, the knobs and results put the views ~900 px down the page. What a knob changed
+# shows right below it in one row (whatif_panel.results), and names the silenced heads.
+with st.expander(t("bert.whatif"), expanded=False):
     st.caption(t("bert.whatif_help"))
     c1, c2 = st.columns([1, 1])
     use_scale = c1.toggle(t("pg.scale"), value=True, key="b_scale", bind="query-params")

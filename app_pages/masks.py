@@ -24,7 +24,7 @@ except ValueError:
     st.stop()
 tokens = causal.tokens
 if causal.n_input_tokens > len(tokens):
-    st.info(t("st.truncated", n=causal.n_input_tokens, k=len(tokens)))
+    st.info(t("mk.truncated", n=causal.n_input_tokens, k=len(tokens)))
 
 # 1 · the decoder's causal mask
 st.subheader(t("mk.causal"))

@@ -26,6 +26,9 @@ BASE = """
   white-space: normal; text-overflow: clip;
 }
 button p { white-space: normal; }
+[data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * {
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+}
 [data-testid="stNavSectionHeader"], [data-testid="stNavSectionHeader"] * {
   white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
 }

@@ -14,17 +14,18 @@ def test_bert_page_overview_and_what_if(size: str, request) -> None:
     assert p.wait_count('[data-testid="stPlotlyChart"]', 4, timeout=90, at_least=True) >= 4
     p.shot("bert")
     p.open("bert?b_scale=false&b_mask=2%3A+animal")
-    assert p.wait_count('[data-testid="stMetric"]', 1, timeout=60) == 1
-    assert "0." in p.page.locator('[data-testid="stMetricValue"]').inner_text()
+    assert p.wait_count('[data-testid="stMetric"]', 3, timeout=60) == 3
+    assert "0." in p.page.locator('[data-testid="stMetricValue"]').first.inner_text()
     p.shot("bert-what-if")
 
 
 def test_bert_page_toggle_scaling_in_the_browser(page) -> None:
     page.open("bert")
     assert page.count('[data-testid="stMetric"]') == 0
+    page.page.get_by_text("What if…").first.click()  # the knobs are folded away by default
     page.page.get_by_text("÷ √d_k").first.click()
     page.settle()
-    assert page.wait_count('[data-testid="stMetric"]', 1, timeout=60) == 1
+    assert page.wait_count('[data-testid="stMetric"]', 3, timeout=60) == 3
 
 
 @pytest.mark.parametrize("lang", ["English", "中文"])
