@@ -34,7 +34,7 @@ if trace is not None:
     st.subheader(t("sh.keys"))
     layer = trace.layers[0]
     per_row = min(n_kv, 4)
-    cols = st.columns(per_row)
+    cells = ui.grid(n_kv, per_row)
     for g in range(n_kv):
         heads = ", ".join(str(h) for h in range(n_heads) if kv_of[h] == g)
         fig = figures.vectors(
@@ -47,7 +47,7 @@ if trace is not None:
             y_title=t("w.key"),
             show_scale=False,
         )
-        with cols[g % per_row]:
+        with cells[g]:
             ui.chart(fig, key=f"k_{g}")
 
     st.subheader(t("sh.check"))

@@ -48,13 +48,13 @@ with st.expander(t("st.inputs"), expanded=False):
     per_row = 1 if d >= 8 or st.session_state.get("projector") else 2
     inputs = [("X", wt.x, wt.tokens), ("W_q", wt.w_q, dims), ("W_k", wt.w_k, dims)]
     inputs.append(("W_v", wt.w_v, dims))
-    cols = st.columns(per_row)
-    for i, (name, m, rows) in enumerate(inputs):
-        with cols[i % per_row]:
+    for cell, (name, m, rows) in zip(ui.grid(4, per_row), inputs, strict=True):
+        with cell:
             ui.numbers(m, dims, rows, name, key=f"in_{name}")
-    cols = st.columns(per_row)
-    for i, (name, m) in enumerate([("Q", wt.q), ("K", wt.k), ("V", wt.v)]):
-        with cols[i % per_row]:
+    for cell, (name, m) in zip(
+        ui.grid(3, per_row), [("Q", wt.q), ("K", wt.k), ("V", wt.v)], strict=True
+    ):
+        with cell:
             ui.numbers(m, dims, wt.tokens, name, key=f"qkv_{name}", highlight=query)
 
 ui.url_seed("step", list(range(len(STEPS))), 0)

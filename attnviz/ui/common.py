@@ -104,6 +104,15 @@ def url_sync(key: str, default) -> None:
         st.query_params[key] = str(value)
 
 
+def grid(n: int, per_row: int) -> list:
+    """n cells, `per_row` columns a row, in reading order: one st.columns row per group, so a
+    narrow screen that stacks the columns keeps 0, 1, 2... instead of 0, 3, 1, 4, 2, 5."""
+    cells = []
+    for start in range(0, n, per_row):
+        cells += st.columns(per_row)[: min(per_row, n - start)]
+    return cells
+
+
 def chart(fig, key: str | None = None, name: str | None = None, **kwargs) -> object:
     """st.plotly_chart with the shared modebar config (PNG export at 2x), its PNG named `name`
     (what it holds, e.g. weights_L5_H11), else after its key."""

@@ -9,7 +9,7 @@ import torch
 from attnviz import figures, frames
 from attnviz.links import default_link
 from attnviz.trace import Trace, heads_linking, mean_entropy, mean_max_weight
-from attnviz.ui.common import chart, t, url_seed, url_sync
+from attnviz.ui.common import chart, grid, t, url_seed, url_sync
 
 VIEWS = ("heads", "overview", "detail", "query", "link", "outputs", "stats")
 
@@ -86,7 +86,7 @@ def heads_grid(trace: Trace, layer: int) -> None:
     lt = trace.layers[layer]
     off = silenced(trace)
     per_row = min(lt.n_heads, 3)
-    cols = st.columns(per_row)
+    cells = grid(lt.n_heads, per_row)
     for h in range(lt.n_heads):
         fig = figures.heatmap(
             lt.weights[h],
@@ -101,7 +101,7 @@ def heads_grid(trace: Trace, layer: int) -> None:
             x_title=t("w.key"),
             y_title=t("w.query"),
         )
-        with cols[h % per_row]:
+        with cells[h]:
             chart(fig, key=f"head_{h}", name=f"weights_L{layer}_H{h}")
 
 

@@ -1,8 +1,9 @@
 """Projector mode: a sidebar toggle (in the URL) and the page CSS that goes with it.
 
 Two layers of CSS: BASE always applies and keeps labels from being cut off at any zoom (they wrap,
-and narrow columns stack); PROJECTOR grows the UI text, darkens the light grey captions and grows
-tables. Figures grow in ui.chart through attnviz.projector.enlarge.
+and narrow columns stack); PROJECTOR grows the UI text and darkens the light grey captions. Tables
+(st.dataframe draws on a canvas) keep their size: CSS zoom on them overflowed the page. Figures
+grow in ui.chart through attnviz.projector.enlarge.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ html { font-size: 20px; }
   font-size: 0.95rem !important; color: #262730 !important; opacity: 1 !important;
 }
 [data-testid="stWidgetLabel"] p { font-size: 1rem !important; }
-[data-testid="stDataFrame"] { zoom: 1.3; }
 [data-testid="stMetricValue"] { font-size: 2.2rem; }
 [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] { min-width: min(14rem, 100%); }
 """

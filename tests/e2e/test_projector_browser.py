@@ -43,6 +43,14 @@ CLIPPED = """() => {
         out.push(text.trim().slice(0, 40) + ' [' + el.scrollWidth + '>' + el.clientWidth + ']');
     }
   }
+  const main = document.querySelector('[data-testid=stMain] [data-testid=stMainBlockContainer]')
+    || document.querySelector('[data-testid=stMain]');
+  const edge = main.getBoundingClientRect().right;
+  const boxes = '[data-testid=stDataFrame], [data-testid=stPlotlyChart], [data-testid=stMetric]';
+  for (const el of document.querySelectorAll(boxes)) {
+    if (el.offsetParent && el.getBoundingClientRect().right > edge + 2)
+      out.push(el.dataset.testid + ' past the page edge');
+  }
   for (const el of document.querySelectorAll('.katex-display')) {
     if (el.offsetParent && el.scrollWidth > el.clientWidth + 2)
       out.push('formula [' + el.scrollWidth + '>' + el.clientWidth + ']');
