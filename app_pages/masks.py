@@ -99,7 +99,7 @@ rows.update(
     {t("mk.empty_naive", fill=t(f"mk.fill.{name}")): w.tolist() for name, w in empty.naive.items()}
 )
 rows[t("mk.empty_ours")] = empty.attnviz.tolist()
-st.dataframe(
+ui.table(
     pd.DataFrame(
         {name: [fmt(x) for x in values] for name, values in rows.items()},
         index=[f"{j}: {tok}" for j, tok in enumerate(tokens)],
@@ -122,7 +122,7 @@ ui.numbers(
     key="mk_cross",
     signed=False,
 )
-st.dataframe(
+ui.table(
     pd.DataFrame(
         {
             t("mk.tensor"): list(cross.shapes),

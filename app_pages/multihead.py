@@ -39,7 +39,7 @@ st.latex(
         )
     )
 )
-st.dataframe(
+ui.table(
     pd.DataFrame(costs.multihead_shapes(n, d_model, n_heads, n_kv_heads=n_kv)),
     hide_index=True,
     width="stretch",
@@ -87,7 +87,7 @@ if 1 < n_kv < n_heads:
         (t("mh.row.gqa", kv=n_kv), costs.attention_params(d_model, n_heads, n_kv_heads=n_kv))
     )
 rows.append((t("mh.row.mqa"), costs.attention_params(d_model, n_heads, n_kv_heads=1)))
-st.dataframe(
+ui.table(
     pd.DataFrame(
         {
             t("mh.col.layer"): [r[0] for r in rows],
@@ -107,7 +107,7 @@ parts = costs.transformer_params_breakdown(
     d_model, n_heads, d_ff, n_layers, int(vocab), n_kv_heads=n_kv
 )
 st.caption(t("mh.total", m=sum(parts.values()) / 1e6))
-st.dataframe(
+ui.table(
     pd.DataFrame({"part": list(parts), t("mh.col.params"): [f"{v:,}" for v in parts.values()]}),
     hide_index=True,
 )
@@ -119,7 +119,7 @@ seq = k1.number_input(t("mh.seq"), 1, 1_000_000, 4096, step=512, key="mh_seq", b
 batch = k2.number_input(t("mh.batch"), 1, 4096, 1, key="mh_batch", bind="query-params")
 nbytes = k3.selectbox(t("mh.bytes"), [4, 2, 1, 0.5], index=1, key="mh_bytes", bind="query-params")
 kinds = [("MHA", n_heads)] + ([("GQA", n_kv)] if 1 < n_kv < n_heads else []) + [("MQA", 1)]
-st.dataframe(
+ui.table(
     pd.DataFrame(
         {
             t("mh.col.kind"): [k for k, _ in kinds],
@@ -145,7 +145,7 @@ st.subheader(t("mh.flops"))
 st.caption(t("mh.flops_help", n=n))
 many = costs.flops_attention(n, n, d_model, n_heads, d_k)
 one = costs.flops_attention(n, n, d_model, 1, d_model)
-st.dataframe(
+ui.table(
     pd.DataFrame(
         {"part": list(many), f"h = {n_heads}": list(many.values()), "h = 1": list(one.values())}
     ),
@@ -160,7 +160,7 @@ table["calc / paper"] = [
     None if p is None else round(c / p, 3)
     for c, p in zip(table["calculator_m"], table["paper_params_m"], strict=True)
 ]
-st.dataframe(
+ui.table(
     table[
         [
             "row",

@@ -21,7 +21,7 @@ try:
 except ValueError as err:
     st.info(str(err))
 else:
-    st.dataframe(
+    ui.table(
         pd.DataFrame(
             {
                 t("po.token"): check.tokens_a,

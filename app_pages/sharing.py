@@ -76,7 +76,7 @@ rows = {
     t("sh.row.flex"): (t("sh.flex.mha"), t("sh.flex.mqa"), t("sh.flex.gqa")),
     t("sh.row.use"): (t("sh.use.mha"), t("sh.use.mqa"), t("sh.use.gqa")),
 }
-st.dataframe(
+ui.table(
     pd.DataFrame(rows, index=list(numbers)).T.reset_index(names=""),
     hide_index=True,
     width="stretch",

@@ -55,3 +55,24 @@ def toggle() -> None:
     """The sidebar toggle, and this run's CSS."""
     st.toggle(t("side.projector"), key=KEY, help=t("side.projector_help"), bind="query-params")
     st.html(f"<style>{BASE}{PROJECTOR if on() else ''}</style>")
+
+
+def table(data, hide_index: bool | None = None, column_config: dict | None = None, **kwargs):
+    """st.dataframe, or in projector mode an HTML st.table: its text grows with the page and
+    wraps, where the canvas-drawn dataframe keeps small type and scrolls sideways at 150 % zoom.
+    Number formats of `column_config` (NumberColumn(format=...)) apply to both."""
+    if not on():
+        return st.dataframe(data, hide_index=hide_index, column_config=column_config, **kwargs)
+    import pandas as pd
+
+    frame = data.copy() if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
+    for name, config in (column_config or {}).items():
+        fmt = (
+            (config or {}).get("type_config", {}).get("format")
+            if isinstance(config, dict)
+            else None
+        )
+        if fmt and name in frame:
+            frame[name] = frame[name].map(lambda v, f=fmt: f % v)
+    shown = frame.style.hide(axis="index") if hide_index else frame
+    return st.table(shown)
