@@ -10,7 +10,7 @@ from attnviz import figures, frames
 from attnviz.links import default_link
 from attnviz.trace import Trace, heads_linking, mean_entropy, mean_max_weight
 from attnviz.ui.common import chart, grid, t, url_seed, url_sync
-from attnviz.ui.projector import table
+from attnviz.ui.projector import table as show_table
 
 VIEWS = ("heads", "overview", "detail", "query", "link", "outputs", "stats")
 
@@ -251,7 +251,7 @@ def one_query(trace: Trace) -> None:
     lt = trace.layers[layer]
     table = frames.query_frame(trace, layer, head, query)
     st.markdown(t("ex.query_formula", scale=lt.scale))
-    table(
+    show_table(
         table.drop(columns=["weight (trace)"]),
         hide_index=True,
         width="stretch",
@@ -350,7 +350,7 @@ def link(trace: Trace) -> None:
     top = heads_linking(trace, query, key, top=min(10, grid.numel()))
     uniform = 1 / len(keys)
     st.caption(t("ex.link_help", u=uniform))
-    table(
+    show_table(
         [{"layer": la, "head": h, "weight": round(w, 4), "× uniform": round(w / uniform, 1)}
          for la, h, w in top],
         hide_index=True,
@@ -391,7 +391,7 @@ def stats(trace: Trace) -> None:
     """A sortable table of every head, with CSV download."""
     table = frames.head_stats_frame(trace)
     st.caption(t("ex.stats_help"))
-    table(
+    show_table(
         table,
         hide_index=True,
         width="stretch",
