@@ -3,11 +3,10 @@ every tensor, plus what-if knobs with a diff and, for decoders, the next token."
 
 import streamlit as st
 
-from attnviz import figures, markup, ui
-from attnviz.hooked import embedding_cosine
+from attnviz import markup, ui, whatif
 from attnviz.public import allowed_models, public
-from attnviz.trace import weight_shift
 from attnviz.ui import bert, explorer, pretrained
+from attnviz.ui import whatif as whatif_panel
 
 t = ui.t
 st.title(t("bert.title"))
@@ -35,7 +34,9 @@ pretrained.summary(model)
 if model.kind == "encoder-decoder":
     st.caption(t("pm.pair_is_target"))
 
-with st.expander(t("bert.whatif"), expanded=True):
+# Folded: open, the knobs and results put the views ~900 px down the page. What a knob changed
+# shows right below it in one row (whatif_panel.results), and names the silenced heads.
+with st.expander(t("bert.whatif"), expanded=False):
     st.caption(t("bert.whatif_help"))
     c1, c2 = st.columns([1, 1])
     use_scale = c1.toggle(t("pg.scale"), value=True, key="b_scale", bind="query-params")
@@ -61,7 +62,7 @@ with st.expander(t("bert.whatif"), expanded=True):
         bind="query-params",
     )
 
-ablate = tuple(head_ids[x] for x in ablate_ids)
+ablate = tuple(head_ids[x] for x in ablate_ids if x in head_ids)
 knobs = dict(
     use_scale=use_scale,
     temperature=float(temperature),
@@ -78,48 +79,15 @@ n_unk = sum(tok == "[UNK]" for tok in trace.tokens)
 if n_unk:
     st.warning(t("bert.unk", n=n_unk))
 
+follow = None
 if changed:
-    with st.container(border=True):
-        cos = embedding_cosine(trace, base_trace)  # an encoder-decoder's part: its own stack
-        shift = weight_shift(trace, base_trace)  # [layer, head]
-        c1, c2 = st.columns([1, 3])
-        c1.metric(t("bert.cosine"), f"{cos:.4f}")
-        with c2:
-            fig = figures.heatmap(
-                shift,
-                [f"H{h}" for h in range(trace.n_heads)],
-                [f"L{la}" for la in range(trace.n_layers)],
-                title=t("bert.shift_title"),
-                value_name="Δ",
-                zmin=0.0,
-                zmax=max(float(shift.max()), 1e-6),
-                show_values=True,
-                height=80 + 34 * trace.n_layers,
-                x_title="",
-                y_title="",
-            )
-            fig.update_xaxes(tickangle=0)
-            ui.chart(fig, key="shift")
-        d1, d2 = st.columns(2)
-        la = d1.slider(
-            t("bert.diff_layer"), 0, trace.n_layers - 1, 0, key="d_layer", bind="query-params"
-        )
-        h = d2.slider(
-            t("bert.diff_head"), 0, trace.n_heads - 1, 0, key="d_head", bind="query-params"
-        )
-        fig = figures.diff_heatmap(
-            trace.layers[la].weights[h],
-            base_trace.layers[la].weights[h],
-            trace.key_tokens,
-            trace.tokens,
-            title=t("bert.diff_title", l=la, h=h),
-            bound=1.0,
-            height=460,
-        )
-        ui.chart(fig, key="diff")
+    follow = whatif_panel.followed_head(trace)
+    whatif_panel.results(whatif.compare(trace, base_trace), trace, base_trace, follow)
 else:
     st.caption(t("bert.no_change"))
 if model.kind != "encoder":
     pretrained.next_tokens(model, full_trace, full_base if changed else None)
 
-explorer.explorer(trace, default_view="overview")
+explorer.explorer(trace, default_view="overview", follow=follow)
+
+ui.lesson_nav("bert")

@@ -4,7 +4,7 @@ parameter and KV-cache calculators, Table 3 of the paper reproduced."""
 import pandas as pd
 import streamlit as st
 
-from attnviz import StackConfig, costs, figures, ui
+from attnviz import StackConfig, costs, figures, formulas, ui
 from attnviz.config import divisors
 
 t = ui.t
@@ -31,12 +31,15 @@ if trace is None:
 n = len(trace.tokens)
 
 st.subheader(t("mh.shapes", n=n))
+# Written from the config that computed the heads below.
 st.latex(
-    r"\mathrm{head}_i = \mathrm{softmax}\!\left(\frac{X W_q^i (X W_k^i)^\top}{\sqrt{d_k}}\right)"
-    r" X W_v^i, \qquad \mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_1, \dots,"
-    r" \mathrm{head}_h)\, W_O"
+    formulas.head(
+        formulas.Knobs(
+            use_scale=config.use_scale, temperature=config.temperature, masked=config.causal
+        )
+    )
 )
-st.dataframe(
+ui.table(
     pd.DataFrame(costs.multihead_shapes(n, d_model, n_heads, n_kv_heads=n_kv)),
     hide_index=True,
     width="stretch",
@@ -84,7 +87,7 @@ if 1 < n_kv < n_heads:
         (t("mh.row.gqa", kv=n_kv), costs.attention_params(d_model, n_heads, n_kv_heads=n_kv))
     )
 rows.append((t("mh.row.mqa"), costs.attention_params(d_model, n_heads, n_kv_heads=1)))
-st.dataframe(
+ui.table(
     pd.DataFrame(
         {
             t("mh.col.layer"): [r[0] for r in rows],
@@ -104,7 +107,7 @@ parts = costs.transformer_params_breakdown(
     d_model, n_heads, d_ff, n_layers, int(vocab), n_kv_heads=n_kv
 )
 st.caption(t("mh.total", m=sum(parts.values()) / 1e6))
-st.dataframe(
+ui.table(
     pd.DataFrame({"part": list(parts), t("mh.col.params"): [f"{v:,}" for v in parts.values()]}),
     hide_index=True,
 )
@@ -116,7 +119,7 @@ seq = k1.number_input(t("mh.seq"), 1, 1_000_000, 4096, step=512, key="mh_seq", b
 batch = k2.number_input(t("mh.batch"), 1, 4096, 1, key="mh_batch", bind="query-params")
 nbytes = k3.selectbox(t("mh.bytes"), [4, 2, 1, 0.5], index=1, key="mh_bytes", bind="query-params")
 kinds = [("MHA", n_heads)] + ([("GQA", n_kv)] if 1 < n_kv < n_heads else []) + [("MQA", 1)]
-st.dataframe(
+ui.table(
     pd.DataFrame(
         {
             t("mh.col.kind"): [k for k, _ in kinds],
@@ -142,7 +145,7 @@ st.subheader(t("mh.flops"))
 st.caption(t("mh.flops_help", n=n))
 many = costs.flops_attention(n, n, d_model, n_heads, d_k)
 one = costs.flops_attention(n, n, d_model, 1, d_model)
-st.dataframe(
+ui.table(
     pd.DataFrame(
         {"part": list(many), f"h = {n_heads}": list(many.values()), "h = 1": list(one.values())}
     ),
@@ -157,7 +160,7 @@ table["calc / paper"] = [
     None if p is None else round(c / p, 3)
     for c, p in zip(table["calculator_m"], table["paper_params_m"], strict=True)
 ]
-st.dataframe(
+ui.table(
     table[
         [
             "row",
@@ -175,3 +178,5 @@ st.dataframe(
     hide_index=True,
     width="stretch",
 )
+
+ui.lesson_nav("multihead")

@@ -21,7 +21,7 @@ try:
 except (ValueError, TypeError) as err:
     st.info(markup.escape(err))
 else:
-    st.dataframe(
+    ui.table(
         pd.DataFrame(
             {
                 t("po.token"): check.tokens_a,
@@ -36,8 +36,9 @@ else:
 st.subheader(t("po.relative"))
 st.caption(t("po.relative_help"))
 st.latex(
-    r"\delta = k - q,\quad r = [\delta^2,\ \delta],\quad v = -\alpha\,[1,\ -2\Delta],\quad"
-    r" v \cdot r = -\alpha(\delta - \Delta)^2 + \alpha\Delta^2"
+    r"\begin{gathered}\delta = k - q,\quad r = [\delta^2,\ \delta],\quad"
+    r" v = -\alpha\,[1,\ -2\Delta] \\"
+    r" v \cdot r = -\alpha(\delta - \Delta)^2 + \alpha\Delta^2\end{gathered}"
 )
 c1, c2 = st.columns(2)
 delta = c1.slider(t("po.delta"), -4, 4, 2, key="po_delta", bind="query-params")
@@ -74,3 +75,5 @@ for col, (name, m) in zip(
 ):
     with col:
         ui.numbers(m, dims, tokens, t(name), key=f"norm_{name}")
+
+ui.lesson_nav("positions")

@@ -25,7 +25,9 @@ st.markdown(
     t("sh.mode", mode=config.sharing, h=n_heads, kv=n_kv, g=n_heads // n_kv),
 )
 kv_of = kv_head_of(n_heads, n_kv)
-ui.chart(figures.sharing_diagram(kv_of, q_label=t("pg.heads"), kv_label=t("sh.kv")), key="diagram")
+ui.chart(
+    figures.sharing_diagram(kv_of, q_label=t("sh.q_heads"), kv_label=t("sh.kv_row")), key="diagram"
+)
 st.caption(t("sh.rule"))
 
 trace = ui.run_stack_trace(config)
@@ -33,7 +35,7 @@ if trace is not None:
     st.subheader(t("sh.keys"))
     layer = trace.layers[0]
     per_row = min(n_kv, 4)
-    cols = st.columns(per_row)
+    cells = ui.grid(n_kv, per_row)
     for g in range(n_kv):
         heads = ", ".join(str(h) for h in range(n_heads) if kv_of[h] == g)
         fig = figures.vectors(
@@ -46,7 +48,7 @@ if trace is not None:
             y_title=t("w.key"),
             show_scale=False,
         )
-        with cols[g % per_row]:
+        with cells[g]:
             ui.chart(fig, key=f"k_{g}")
 
     st.subheader(t("sh.check"))
@@ -75,10 +77,12 @@ rows = {
     t("sh.row.flex"): (t("sh.flex.mha"), t("sh.flex.mqa"), t("sh.flex.gqa")),
     t("sh.row.use"): (t("sh.use.mha"), t("sh.use.mqa"), t("sh.use.gqa")),
 }
-st.dataframe(
+ui.table(
     pd.DataFrame(rows, index=list(numbers)).T.reset_index(names=""),
     hide_index=True,
     width="stretch",
 )
 
 pretrained.grouping_section(ui.text())
+
+ui.lesson_nav("sharing")

@@ -2,21 +2,27 @@
 
 import streamlit as st
 
-from attnviz import markup, ui
+from attnviz import formulas, markup, ui
 from attnviz.walkthrough import STEPS, column_form
 
 t = ui.t
 st.title(t("st.title"))
 st.caption(t("st.intro"))
 
-c1, c2, c3, c4 = st.columns([2, 2, 1, 1])
+c1, c2, c3, c4, c5 = st.columns([2, 2, 1, 1, 1])
 own = c1.toggle(t("st.own_text"), key="st_own", bind="query-params")
 d_k = c2.select_slider(t("st.d_k"), [2, 4, 8, 16], value=4, key="st_dk", bind="query-params")
 use_scale = c3.toggle(t("pg.scale"), value=True, key="st_scale", bind="query-params")
 causal = c4.toggle(t("pg.causal"), value=False, key="st_causal", bind="query-params")
+temperature = c5.number_input(
+    t("pg.temperature"), 0.05, 20.0, value=1.0, step=0.25, key="st_temp", bind="query-params"
+)
+knobs = formulas.Knobs(use_scale=use_scale, temperature=float(temperature), masked=causal)
 
 try:
-    wt = ui.cached_walkthrough(ui.text() if own else "我爱水课", d_k, use_scale, causal)
+    wt = ui.cached_walkthrough(
+        ui.text() if own else "我爱水课", d_k, use_scale, causal, float(temperature)
+    )
 except (ValueError, TypeError) as err:
     st.info(t("err.empty") if "empty" in str(err) else markup.escape(err))
     st.stop()
@@ -37,22 +43,18 @@ query = st.radio(
 
 with st.expander(t("st.inputs"), expanded=False):
     st.caption(t("st.inputs_help", n=n, d=d))
-    cols = st.columns(4)
-    for col, (name, m, rows) in zip(
-        cols,
-        [
-            ("X", wt.x, wt.tokens),
-            ("W_q", wt.w_q, dims),
-            ("W_k", wt.w_k, dims),
-            ("W_v", wt.w_v, dims),
-        ],
-        strict=True,
-    ):
-        with col:
+    # Two matrices a row (one when d_k is wide or in projector mode): four or three abreast,
+    # their numbers ran together at 1280 px ("-0.17-0.18-1.22").
+    per_row = 1 if d >= 8 or st.session_state.get("projector") else 2
+    inputs = [("X", wt.x, wt.tokens), ("W_q", wt.w_q, dims), ("W_k", wt.w_k, dims)]
+    inputs.append(("W_v", wt.w_v, dims))
+    for cell, (name, m, rows) in zip(ui.grid(4, per_row), inputs, strict=True):
+        with cell:
             ui.numbers(m, dims, rows, name, key=f"in_{name}")
-    cols = st.columns(3)
-    for col, (name, m) in zip(cols, [("Q", wt.q), ("K", wt.k), ("V", wt.v)], strict=True):
-        with col:
+    for cell, (name, m) in zip(
+        ui.grid(3, per_row), [("Q", wt.q), ("K", wt.k), ("V", wt.v)], strict=True
+    ):
+        with cell:
             ui.numbers(m, dims, wt.tokens, name, key=f"qkv_{name}", highlight=query)
 
 ui.url_seed("step", list(range(len(STEPS))), 0)
@@ -69,18 +71,18 @@ b2.progress(
     (st.session_state.step + 1) / len(STEPS), text=t("st.step_of", i=st.session_state.step + 1)
 )
 
-st.subheader(t(f"st.step.{step}"))
-formula = {
-    "scores": r"S = Q K^\top",
-    "scaled": r"S' = \frac{Q K^\top}{\sqrt{d_k}}"
-    if use_scale
-    else r"S' = Q K^\top \ (\text{scale} = 1)",
-    "weights": r"A = \mathrm{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}}\right)",
-    "z": r"Z = \mathrm{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}}\right) V",
-}[step]
-st.latex(formula)
+title = t("st.step.scaled_off") if step == "scaled" and not use_scale else t(f"st.step.{step}")
+if step == "scaled" and causal:
+    title += t("st.step.mask_suffix")
+st.subheader(title)
+# The formula is written from the same knobs that computed the matrix below it.
+st.latex(formulas.step(step, knobs))
 explain = "st.explain.scaled_off" if step == "scaled" and not use_scale else f"st.explain.{step}"
-st.markdown(t(explain, n=n, d=d, scale=wt.scale))
+st.markdown(t(explain, n=n, d=d, scale=d**-0.5))
+if step in ("scaled", "weights", "z") and float(temperature) != 1.0:
+    st.markdown(t("st.explain.temperature", temp=float(temperature), scale=wt.scale))
+if step == "scaled" and causal:
+    st.markdown(t("st.explain.mask"))
 matrix, cols_, signed = {
     "scores": (wt.scores, wt.tokens, True),
     "scaled": (wt.scaled, wt.tokens, True),
@@ -91,23 +93,22 @@ ui.numbers(
     matrix,
     cols_,
     wt.tokens,
-    t(f"st.step.{step}"),
+    title,
     key="step_matrix",
     highlight=query,
     signed=signed,
 )
-row = ", ".join(f"{float(x):.3f}" for x in matrix[query])
+row = ", ".join("−∞" if float(x) == float("-inf") else f"{float(x):.3f}" for x in matrix[query])
 st.caption(t("st.row_caption", token=markup.escape(wt.tokens[query]), values=row))
 
 with st.expander(t("st.columns_title"), expanded=step == "weights"):
     a, a_soft, diff = column_form(wt)
     st.markdown(t("st.columns_help", diff=diff))
-    st.latex(
-        r"a_{i,j} = k^{i} \cdot q^{j}, \qquad A = K^\top Q,\qquad "
-        r"A' = \mathrm{softmax}_{\text{column}}(A / \sqrt{d_k})"
-    )
+    st.latex(formulas.column_form(knobs))
     c1, c2 = st.columns(2)
     with c1:
         ui.numbers(a, wt.tokens, wt.tokens, "A = KᵀQ", key="col_a")
     with c2:
         ui.numbers(a_soft, wt.tokens, wt.tokens, "A'", key="col_soft", signed=False)
+
+ui.lesson_nav("step_by_step")

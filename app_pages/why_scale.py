@@ -73,7 +73,8 @@ d_k = st.select_slider(
     t("ws.live_dk"), [1, 4, 16, 64, 256, 1024], value=64, key="ws_dk", bind="query-params"
 )
 on = ui.run_stack_trace(StackConfig(d_model=64, n_heads=1, d_head=d_k, use_scale=True))
-off = ui.run_stack_trace(StackConfig(d_model=64, n_heads=1, d_head=d_k, use_scale=False))
+# the same text again: its notes (truncation, empty text) were shown once already
+off = ui.run_stack_trace(StackConfig(d_model=64, n_heads=1, d_head=d_k, use_scale=False), say=False)
 if on is not None and off is not None:
     st.caption(
         t(
@@ -99,3 +100,5 @@ if on is not None and off is not None:
                 y_title=t("w.query"),
             )
             ui.chart(fig, key=f"live_{label}")
+
+ui.lesson_nav("why_scale")

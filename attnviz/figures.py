@@ -49,6 +49,7 @@ def heatmap(
     zmax: float | None = None,
     signed: bool = False,
     highlight_row: int | None = None,
+    highlight_col: int | None = None,
     show_values: bool = False,
     height: int | None = None,
     x_title: str = "key",
@@ -68,6 +69,7 @@ def heatmap(
     `start` (key, query) numbers a window of a longer input from its first position.
     """
     z = to_numpy(matrix).copy()  # [q, k]
+    minus_inf = np.isneginf(z)  # [q, k] masked logits: drawn blank, labelled −∞ with the values
     z[~np.isfinite(z)] = np.nan
     n_q, n_k = z.shape
     xs, ys = escape(x_tokens), escape(y_tokens)
@@ -102,6 +104,22 @@ def heatmap(
         trace["text"] = np.vectorize(lambda v: "" if np.isnan(v) else f"{v:.2f}")(z)
         trace["texttemplate"] = "%{text}"
         trace["textfont"] = dict(size=11)
+    data = [trace]
+    if show_values and n_q * n_k <= 400 and minus_inf.any():
+        # A text trace, not the heatmap's own text: plotly skips the text of empty (NaN) cells.
+        qi, kj = np.nonzero(minus_inf)
+        data.append(
+            dict(
+                type="scatter",
+                mode="text",
+                x=[x_cat[j] for j in kj],
+                y=[y_cat[i] for i in qi],
+                text=["−∞"] * len(qi),
+                textfont=dict(size=11, color="#555"),
+                hoverinfo="skip",
+                showlegend=False,
+            )
+        )
     sx, sy = _tick_step(n_k, max_ticks), _tick_step(n_q, max_ticks)
     shapes = []
     if highlight_row is not None and 0 <= highlight_row < n_q:
@@ -113,6 +131,17 @@ def heatmap(
                 y0=highlight_row - 0.5,
                 y1=highlight_row + 0.5,
                 line=dict(color="#e4572e", width=3),
+            )
+        )
+    if highlight_col is not None and 0 <= highlight_col < n_k:
+        shapes.append(
+            dict(
+                type="rect",
+                x0=highlight_col - 0.5,
+                x1=highlight_col + 0.5,
+                y0=-0.5,
+                y1=n_q - 0.5,
+                line=dict(color="#e4572e", width=2, dash="dot"),
             )
         )
     layout = dict(
@@ -143,7 +172,7 @@ def heatmap(
             for name in ("tickvals", "ticktext"):
                 del axis[name]
             axis["tickmode"] = "auto"
-    return go.Figure(data=[trace], layout=_layout_dict(title, height, layout))
+    return go.Figure(data=data, layout=_layout_dict(title, height, layout))
 
 
 def _layout_dict(title: str, height: int | None, extra: dict) -> dict:
@@ -199,8 +228,11 @@ def mosaic(
     height: int | None = None,
     focus: int | None = None,
     gamma: float = 1.0,
+    marked: Sequence[tuple[int, int]] = (),
 ) -> go.Figure:
     """Every layer x head as a thumbnail in one RGB image (one go.Image: fast even at n = 512).
+
+    `marked` heads (silenced ones) are crossed out with a dark grey X.
 
     weights: [layer, head, q, k]. Each thumbnail is average-pooled to at most `thumb` pixels a side
     and, unless `shared_scale`, scaled to its own maximum so faint heads still show their pattern;
@@ -212,7 +244,7 @@ def mosaic(
     th, tw = _thumb_size(n_q, n_k, thumb)
     if focus is not None:
         return _focus_mosaic(
-            weights, focus, th, tw, gap, shared_scale, gamma, selected, title, height
+            weights, focus, th, tw, gap, shared_scale, gamma, selected, title, height, marked
         )
     # Long inputs are average-pooled down; short ones are blown up with nearest (crisp cells).
     if th >= n_q and tw >= n_k:
@@ -226,10 +258,12 @@ def mosaic(
     lut = _colour_lut(WEIGHTS_SCALE)
     idx = (norm.clamp(0, 1) ** gamma * 255).round().long().numpy()  # [L*H, th, tw]
     tiles = lut[idx].reshape(n_layers, n_heads, th, tw, 3)  # [L, H, th, tw, rgb]
-    return _mosaic_figure(tiles, gap, selected, title, height)
+    return _mosaic_figure(tiles, gap, selected, title, height, marked)
 
 
-def _focus_mosaic(weights, focus, th, tw, gap, shared_scale, gamma, selected, title, height):
+def _focus_mosaic(
+    weights, focus, th, tw, gap, shared_scale, gamma, selected, title, height, marked=()
+):
     """One query's row in every head: a bar per key (max-pooled to tw columns, so peaks survive)."""
     n_layers, n_heads, n_q, n_k = weights.shape
     if not 0 <= focus < n_q:
@@ -249,10 +283,10 @@ def _focus_mosaic(weights, focus, th, tw, gap, shared_scale, gamma, selected, ti
     filled = (ys <= bar.unsqueeze(1)).numpy()  # [L*H, th, tw]
     tiles = np.where(filled[..., None], colour[:, None], np.uint8(246))  # [L*H, th, tw, rgb]
     tiles = tiles.reshape(n_layers, n_heads, th, tw, 3).astype(np.uint8)
-    return _mosaic_figure(tiles, gap, selected, title, height)
+    return _mosaic_figure(tiles, gap, selected, title, height, marked)
 
 
-def _mosaic_figure(tiles, gap, selected, title, height) -> go.Figure:
+def _mosaic_figure(tiles, gap, selected, title, height, marked=()) -> go.Figure:
     n_layers, n_heads, th, tw, _ = tiles.shape
     cell_h, cell_w = th + gap, tw + gap
     img = np.full((n_layers * cell_h + gap, n_heads * cell_w + gap, 3), 255, dtype=np.uint8)
@@ -260,6 +294,15 @@ def _mosaic_figure(tiles, gap, selected, title, height) -> go.Figure:
         for head in range(n_heads):
             y0, x0 = gap + layer * cell_h, gap + head * cell_w
             img[y0 : y0 + th, x0 : x0 + tw] = tiles[layer, head]
+    for layer, head in marked:
+        if 0 <= layer < n_layers and 0 <= head < n_heads:
+            y0, x0 = gap + layer * cell_h, gap + head * cell_w
+            steps = np.arange(max(th, tw))
+            ys = y0 + steps * th // max(th, tw)
+            xs = x0 + steps * tw // max(th, tw)
+            for dx in (0, 1):  # two pixels wide, so it shows on small thumbnails
+                img[ys, np.minimum(xs + dx, x0 + tw - 1)] = 60
+                img[ys, np.maximum(x0 + tw - 1 - (xs - x0) - dx, x0)] = 60
     if selected is not None:
         layer, head = selected
         y0, x0 = gap + layer * cell_h, gap + head * cell_w
@@ -416,8 +459,9 @@ def sharing_diagram(
     fig = go.Figure()
     kv_x = [(g + 0.5) * n_heads / n_kv - 0.5 for g in range(n_kv)]
     for h, g in enumerate(kv_of_head):
+        # Below the markers and stopping at their edges, so no line crosses a label ("KV0").
         fig.add_shape(
-            type="line", x0=h, y0=1, x1=kv_x[g], y1=0,
+            type="line", x0=h, y0=0.86, x1=kv_x[g], y1=0.16, layer="below",
             line=dict(color=GROUP_COLOURS[g % len(GROUP_COLOURS)], width=2),
         )  # fmt: skip
     fig.add_trace(
@@ -491,3 +535,20 @@ def vectors(
         y_title=y_title,
         **kwargs,
     )
+
+
+def mark_cells(fig: go.Figure, cells: Sequence[tuple[int, int]]) -> go.Figure:
+    """Outline (row, column) cells of a heatmap built by `heatmap` in black: silenced heads."""
+    n_rows, n_cols = len(fig.data[0].y), len(fig.data[0].x)
+    for r, c in cells:
+        if 0 <= r < n_rows and 0 <= c < n_cols:
+            fig.add_shape(
+                type="rect",
+                x0=c - 0.5,
+                x1=c + 0.5,
+                y0=r - 0.5,
+                y1=r + 0.5,
+                line=dict(color="#111", width=3),
+                name="silenced",
+            )
+    return fig

@@ -30,12 +30,14 @@ class Walkthrough:
     k: torch.Tensor  # [n, d_k]
     v: torch.Tensor  # [n, d_k]
     scores: torch.Tensor  # [n, n] Q Kᵀ
-    scale: float  # 1/sqrt(d_k) or 1
+    scale: float  # (1/sqrt(d_k) or 1) / temperature
     scaled: torch.Tensor  # [n, n] scores * scale, -inf where masked
     weights: torch.Tensor  # [n, n] row-wise softmax
     z: torch.Tensor  # [n, d_k] weights @ V
     causal: bool
     n_input_tokens: int  # before keeping the first max_tokens
+    use_scale: bool = True  # whether scale includes 1/sqrt(d_k)
+    temperature: float = 1.0  # scale is further divided by this
 
     @property
     def d_k(self) -> int:
@@ -49,6 +51,7 @@ def walkthrough(
     use_scale: bool = True,
     causal: bool = False,
     max_tokens: int = 12,
+    temperature: float = 1.0,
 ) -> Walkthrough:
     """One head with d_model = d_k on the first `max_tokens` tokens of `text`."""
     text = validate.text("text", text)
@@ -58,7 +61,14 @@ def walkthrough(
     )
     all_tokens = tokenize(text)
     tokens = all_tokens[:max_tokens]
-    config = StackConfig(d_model=d_k, n_heads=1, use_scale=use_scale, causal=causal, seed=seed)
+    config = StackConfig(
+        d_model=d_k,
+        n_heads=1,
+        use_scale=use_scale,
+        temperature=temperature,
+        causal=causal,
+        seed=seed,
+    )
     w = build_weights(config)[0]
     x = inputs(tokens, config)  # [n, d_model]
     q, k, v = x @ w.w_q, x @ w.w_k, x @ w.w_v  # [n, d_k] each
@@ -84,6 +94,8 @@ def walkthrough(
         z=weights @ v,  # [n, d_k]
         causal=causal,
         n_input_tokens=len(all_tokens),
+        use_scale=use_scale,
+        temperature=temperature,
     )
 
 

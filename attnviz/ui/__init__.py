@@ -5,3 +5,5 @@ and BERT pages share. Pages use `from attnviz import ui` and call ui.<name> from
 """
 
 from attnviz.ui.common import *  # noqa: F403
+from attnviz.ui.lesson import lesson_nav  # noqa: E402,F401
+from attnviz.ui.projector import table  # noqa: E402,F401

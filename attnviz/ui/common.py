@@ -50,6 +50,9 @@ def sidebar() -> None:
             horizontal=True,
             bind="query-params",
         )
+        from attnviz.ui.projector import toggle as projector_toggle
+
+        projector_toggle()
         st.selectbox(
             t("side.example"),
             list(examples(lang())),
@@ -102,9 +105,25 @@ def url_sync(key: str, default) -> None:
         st.query_params[key] = str(value)
 
 
-def chart(fig, key: str | None = None, **kwargs) -> object:
-    """st.plotly_chart with the shared modebar config (PNG export at 2x)."""
-    return st.plotly_chart(fig, config=PLOTLY_CONFIG, key=key, **kwargs)
+def grid(n: int, per_row: int) -> list:
+    """n cells, `per_row` columns a row, in reading order: one st.columns row per group, so a
+    narrow screen that stacks the columns keeps 0, 1, 2... instead of 0, 3, 1, 4, 2, 5."""
+    cells = []
+    for start in range(0, n, per_row):
+        cells += st.columns(per_row)[: min(per_row, n - start)]
+    return cells
+
+
+def chart(fig, key: str | None = None, name: str | None = None, **kwargs) -> object:
+    """st.plotly_chart with the shared modebar config (PNG export at 2x), its PNG named `name`
+    (what it holds, e.g. weights_L5_H11), else after its key."""
+    image = {**PLOTLY_CONFIG["toImageButtonOptions"], "filename": name or key or "attnviz"}
+    config = {**PLOTLY_CONFIG, "toImageButtonOptions": image}
+    if st.session_state.get("projector"):
+        from attnviz.projector import enlarge
+
+        enlarge(fig)
+    return st.plotly_chart(fig, config=config, key=key, **kwargs)
 
 
 def report_trace_notes(trace: Trace) -> None:
@@ -229,22 +248,29 @@ def stack_controls(defaults: dict | None = None) -> StackConfig | None:
         return None
 
 
-def run_stack_trace(config: StackConfig) -> Trace | None:
-    """Trace the sidebar's text; a clear message instead of a traceback when the text is bad."""
+def run_stack_trace(config: StackConfig, say: bool = True) -> Trace | None:
+    """Trace the sidebar's text; a clear message instead of a traceback when the text is bad.
+
+    say=False stays silent: for a second trace of the same text, whose notes were already shown.
+    """
     try:
         trace = stack_trace(text(), config, pair())
     except (ValueError, TypeError) as err:
-        st.info(t("err.empty") if "empty" in str(err) else markup.escape(err))
+        if say:
+            st.info(t("err.empty") if "empty" in str(err) else markup.escape(err))
         return None
-    report_trace_notes(trace)
+    if say:
+        report_trace_notes(trace)
     return trace
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def cached_walkthrough(text: str, d_k: int, use_scale: bool, causal: bool):
+def cached_walkthrough(
+    text: str, d_k: int, use_scale: bool, causal: bool, temperature: float = 1.0
+):
     from attnviz.walkthrough import walkthrough
 
-    return walkthrough(text, d_k=d_k, use_scale=use_scale, causal=causal)
+    return walkthrough(text, d_k=d_k, use_scale=use_scale, causal=causal, temperature=temperature)
 
 
 def numbers(matrix, cols, rows, title: str, key: str, highlight: int | None = None, signed=True):
@@ -268,7 +294,8 @@ def numbers(matrix, cols, rows, title: str, key: str, highlight: int | None = No
         x_title="",
         y_title="",
     )
-    fig.update_xaxes(tickangle=0)
+    if sum(len(str(c)) for c in cols) <= 36:  # longer token labels would run together flat
+        fig.update_xaxes(tickangle=0)
     chart(fig, key=key)
 
 

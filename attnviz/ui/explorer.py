@@ -3,15 +3,14 @@ outputs, head statistics. Each view is a fragment: picking a head reruns only th
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 import torch
 
-from attnviz import figures, frames
+from attnviz import figures, frames, markup
 from attnviz.colour import GAMMA
+from attnviz.links import default_link
 from attnviz.trace import Trace, heads_linking, mean_entropy, mean_max_weight
-from attnviz.ui.common import chart, t, url_seed, url_sync
+from attnviz.ui.common import chart, grid, t, url_seed, url_sync
 from attnviz.ui.long import (
     LONG,
     colour_kwargs,
@@ -20,6 +19,7 @@ from attnviz.ui.long import (
     pick_scale,
     pick_window,
 )
+from attnviz.ui.projector import table as show_table
 
 VIEWS = ("heads", "overview", "detail", "lines", "rollout", "query", "link", "outputs", "stats")
 
@@ -49,7 +49,17 @@ def pick_head(trace: Trace) -> int:
     if trace.n_heads == 1:
         return 0
     _int_in_range("head", trace.n_heads)
-    return st.slider(t("ex.head"), 0, trace.n_heads - 1, key="head", bind="query-params")
+    head = st.slider(t("ex.head"), 0, trace.n_heads - 1, key="head", bind="query-params")
+    _follow(st.session_state.get("layer", 0) if trace.n_layers > 1 else 0, head)
+    return head
+
+
+def _follow(layer: int, head: int) -> None:
+    # The what-if panel above the views compares the head open here: a head picked inside a
+    # fragment reruns the whole page so the panel follows (explorer() sets what it drew).
+    drawn = st.session_state.get("_follow_head")
+    if drawn is not None and tuple(drawn) != (layer, head):
+        st.rerun(scope="app")
 
 
 def pick_query(trace: Trace) -> int:
@@ -76,9 +86,15 @@ def saturation(trace: Trace, layer: int) -> None:
     st.caption(t("ex.gauge_help", n=n_k, uniform=1 / n_k))
 
 
+def silenced(trace: Trace) -> set[tuple[int, int]]:
+    """The (layer, head) pairs a what-if silenced in this trace."""
+    return {(int(la), int(h)) for la, h in trace.meta.get("ablate", ())}
+
+
 def heads_grid(trace: Trace, layer: int) -> None:
-    """One softmax-weights heatmap per head of one layer."""
+    """One softmax-weights heatmap per head of one layer; silenced heads say so in the title."""
     lt = trace.layers[layer]
+    off = silenced(trace)
     n = max(len(trace.tokens), len(trace.key_tokens))
     c1, c2 = st.columns(2)
     with c1:
@@ -87,13 +103,13 @@ def heads_grid(trace: Trace, layer: int) -> None:
         focus = pick_focus(trace)
     per_row = min(lt.n_heads, 3 if n <= LONG else 2)
     height = 380 if n <= LONG else 620
-    cols = st.columns(per_row)
+    cells = grid(lt.n_heads, per_row)
     for h in range(lt.n_heads):
         fig = figures.heatmap(
             lt.weights[h],
             trace.key_tokens,
             trace.tokens,
-            title=t("pg.head_title", h=h),
+            title=t("pg.head_title", h=h) + (t("ex.silenced") if (layer, h) in off else ""),
             value_name=t("w.weights"),
             height=height,
             show_scale=mode != "fixed" or h % per_row == per_row - 1,
@@ -103,8 +119,8 @@ def heads_grid(trace: Trace, layer: int) -> None:
             auto_ticks=True,
             **colour_kwargs(lt.weights[h], mode),
         )
-        with cols[h % per_row]:
-            chart(fig, key=f"head_{h}")
+        with cells[h]:
+            chart(fig, key=f"head_{h}", name=f"weights_L{layer}_H{h}")
 
 
 def _mosaic_pick() -> None:
@@ -147,17 +163,36 @@ def overview(trace: Trace) -> None:
         height=max(200, int(rows_px * zoom) + 70),
         focus=focus,
         gamma=gamma,
+        marked=sorted(silenced(trace)),
     )
-    chart(fig, key="mosaic", on_select=_mosaic_pick, selection_mode="points")
+    chart(
+        fig,
+        key="mosaic",
+        name=f"overview_{trace.n_layers}x{trace.n_heads}",
+        on_select=_mosaic_pick,
+        selection_mode="points",
+    )
     st.caption(t("ex.overview_help"))
     if focus is not None:
-        st.caption(t("lv.focus_caption", token=trace.tokens[focus]))
+        st.caption(t("lv.focus_caption", token=markup.escape(trace.tokens[focus])))
     if gamma != 1.0:
         st.caption(t("lv.mosaic_gamma", gamma=gamma))
     _head_triplet(trace, layer, head, shared=False)
 
 
-def _head_triplet(trace: Trace, layer: int, head: int, shared: bool) -> None:
+def _mark(trace: Trace) -> tuple[int, int] | None:
+    """The (query, key) cell "open in Head detail" came from, kept in the URL as mark=q,k."""
+    raw = st.session_state.get("mark") or st.query_params.get("mark")
+    try:
+        q, k = (int(x) for x in str(raw).split(","))
+    except ValueError:
+        return None
+    return (q, k) if 0 <= q < len(trace.tokens) and 0 <= k < len(trace.key_tokens) else None
+
+
+def _head_triplet(
+    trace: Trace, layer: int, head: int, shared: bool, mark: tuple[int, int] | None = None
+) -> None:
     lt = trace.layers[layer]
     n = max(len(trace.tokens), len(trace.key_tokens))
     c1, c2 = st.columns(2)
@@ -183,6 +218,9 @@ def _head_triplet(trace: Trace, layer: int, head: int, shared: bool) -> None:
         x_title=t("w.key"), y_title=t("w.query"), start=(lo, lo), x_tokens=trace.key_tokens[ks],
         y_tokens=trace.tokens[qs],
     )  # fmt: skip
+    if mark is not None and lo <= mark[0] < hi and lo <= mark[1] < hi:
+        # the query row and key column "open in Head detail" came from
+        common.update(highlight_row=mark[0] - lo, highlight_col=mark[1] - lo)
     small = dict(common, height=side_h, auto_ticks=True)
     if long:
         weights_col = st.container()
@@ -199,7 +237,7 @@ def _head_triplet(trace: Trace, layer: int, head: int, shared: bool) -> None:
             zmax=bound_scores,
             **small,
         )
-        chart(fig, key="detail_scores")
+        chart(fig, key="detail_scores", name=f"scores_L{layer}_H{head}")
     with c2:
         fig = figures.heatmap(
             logits,
@@ -211,7 +249,7 @@ def _head_triplet(trace: Trace, layer: int, head: int, shared: bool) -> None:
             show_y_labels=long,
             **small,
         )
-        chart(fig, key="detail_logits")
+        chart(fig, key="detail_logits", name=f"logits_L{layer}_H{head}")
     with weights_col:
         colours = colour_kwargs(weights, "fixed" if shared else mode)
         fig = figures.heatmap(
@@ -222,7 +260,7 @@ def _head_triplet(trace: Trace, layer: int, head: int, shared: bool) -> None:
             **dict(small, height=big if long else side_h),
             **colours,
         )
-        chart(fig, key="detail_weights")
+        chart(fig, key="detail_weights", name=f"weights_L{layer}_H{head}")
     csv = frames.matrix_frame(lt.weights[head], trace.tokens, trace.key_tokens).to_csv()
     st.download_button(
         t("ex.csv_matrix"),
@@ -247,7 +285,13 @@ def detail(trace: Trace) -> None:
             t("ex.shared_scale"), key="shared", help=t("ex.shared_help"), bind="query-params"
         )
     st.caption(t("ex.detail_help"))
-    _head_triplet(trace, layer, head, shared)
+    mark = _mark(trace)
+    if mark is not None:
+        q_tok, k_tok = trace.tokens[mark[0]], trace.key_tokens[mark[1]]
+        st.caption(t("ex.marked", q=markup.escape(q_tok), k=markup.escape(k_tok)))
+        if st.query_params.get("mark") != f"{mark[0]},{mark[1]}":
+            st.query_params["mark"] = f"{mark[0]},{mark[1]}"
+    _head_triplet(trace, layer, head, shared, mark)
 
 
 @st.fragment
@@ -263,7 +307,7 @@ def one_query(trace: Trace) -> None:
     lt = trace.layers[layer]
     table = frames.query_frame(trace, layer, head, query)
     st.markdown(t("ex.query_formula", scale=lt.scale))
-    st.dataframe(
+    show_table(
         table.drop(columns=["weight (trace)"]),
         hide_index=True,
         width="stretch",
@@ -278,6 +322,7 @@ def one_query(trace: Trace) -> None:
             highlight=query if not trace.is_cross else None,
         ),
         key="query_bars",
+        name=f"weights_L{layer}_H{head}_query{query}",
     )
     kv = head // (lt.n_heads // lt.n_kv_heads)
     q = lt.q[head, query]  # [d_head]
@@ -297,7 +342,7 @@ def one_query(trace: Trace) -> None:
             x_title="dim",
             y_title=t("w.query"),
         )
-        chart(fig, key="q_vector")
+        chart(fig, key="q_vector", name=f"q_L{layer}_H{head}_query{query}")
     with c2:
         fig = figures.heatmap(
             k * q,  # [k, d_head]: each row sums to that key's q·k
@@ -311,30 +356,36 @@ def one_query(trace: Trace) -> None:
             x_title="dim",
             y_title=t("w.key"),
         )
-        chart(fig, key="qk_products")
+        chart(fig, key="qk_products", name=f"qk_products_L{layer}_H{head}_query{query}")
     st.caption(t("ex.qk_help", kv=kv))
 
 
-def _open_detail(layer: int, head: int) -> None:
+def _open_detail(layer: int, head: int, query: int = 0, key: int = 0) -> None:
     st.session_state["layer"], st.session_state["head"] = layer, head
     st.session_state["view"] = "detail"
+    st.session_state["mark"] = f"{query},{key}"  # detail outlines this query row and key
 
 
 def link(trace: Trace) -> None:
     """Which heads link a query token to a key token (it → animal)? Every head ranked."""
     keys = trace.key_tokens
+    # Open on a real word pair ("it" → "animal"), not [CLS] → [CLS]; a URL's choice still wins.
+    first_query, first_key = default_link(trace)
+    url_seed("query", list(range(len(trace.tokens))), first_query)
     c1, c2 = st.columns(2)
     with c1:
         query = pick_query(trace)
+        if st.query_params.get("query") != str(query):
+            st.query_params["query"] = str(query)  # 0 is a choice here, not the default
     with c2:
-        url_seed("link_key", list(range(len(keys))), 0)
+        url_seed("link_key", list(range(len(keys))), first_key)
         if not 0 <= st.session_state["link_key"] < len(keys):
             st.session_state["link_key"] = 0
         key = st.selectbox(
             t("ex.link_key"), range(len(keys)), format_func=lambda j: f"{j}: {keys[j]}",
             key="link_key",
         )  # fmt: skip
-        url_sync("link_key", 0)
+        url_sync("link_key", first_key)
     grid = trace.weights()[:, :, query, key]  # [layer, head]
     fig = figures.heatmap(
         grid,
@@ -350,11 +401,12 @@ def link(trace: Trace) -> None:
         y_title=t("pg.layer"),
     )
     fig.update_xaxes(tickangle=0)
-    chart(fig, key="link_grid")
+    figures.mark_cells(fig, sorted(silenced(trace)))
+    chart(fig, key="link_grid", name=f"link_query{query}_key{key}")
     top = heads_linking(trace, query, key, top=min(10, grid.numel()))
     uniform = 1 / len(keys)
     st.caption(t("ex.link_help", u=uniform))
-    st.dataframe(
+    show_table(
         [{"layer": la, "head": h, "weight": round(w, 4), "× uniform": round(w / uniform, 1)}
          for la, h, w in top],
         hide_index=True,
@@ -364,7 +416,7 @@ def link(trace: Trace) -> None:
     st.button(
         t("ex.link_open", l=best_layer, h=best_head),
         on_click=_open_detail,
-        args=(best_layer, best_head),
+        args=(best_layer, best_head, query, key),
         key="link_open",
     )
 
@@ -387,7 +439,7 @@ def outputs(trace: Trace) -> None:
             fig = figures.vectors(
                 matrix, trace.tokens, title=title, value_name=name, y_title=t("w.query")
             )
-            chart(fig, key=name)
+            chart(fig, key=name, name=f"{name}_L{layer}" + (f"_H{head}" if name == "z" else ""))
     st.caption(t("ex.outputs_help"))
 
 
@@ -395,7 +447,7 @@ def stats(trace: Trace) -> None:
     """A sortable table of every head, with CSV download."""
     table = frames.head_stats_frame(trace)
     st.caption(t("ex.stats_help"))
-    st.dataframe(
+    show_table(
         table,
         hide_index=True,
         width="stretch",
@@ -413,18 +465,45 @@ def stats(trace: Trace) -> None:
 
 
 def export_json(trace: Trace) -> None:
-    st.download_button(
+    """The small JSON (sentence, knobs, weights at 3 decimals) and, only when asked, every tensor
+    at float32 as .npz: both built on click, not on every rerun."""
+    from attnviz import export
+    from attnviz.ui.common import pair, text
+
+    sentence, second = text(), pair()
+    stem = f"trace_{export.slug(trace.source)}_{len(trace.tokens)}tokens"
+    c1, c2 = st.columns(2)
+    c1.download_button(
         t("ex.json_trace"),
-        lambda: json.dumps(frames.trace_to_dict(trace), ensure_ascii=False),
-        file_name="attnviz_trace.json",
+        lambda: export.to_json(trace, sentence, second),
+        file_name=f"{stem}.json",
         mime="application/json",
         on_click="ignore",
         key="json_trace",
+        help=t("ex.json_help", kb=export.json_bytes_estimate(trace) / 1024, n=len(trace.tokens)),
+    )
+    c2.download_button(
+        t("ex.npz_trace"),
+        lambda: export.to_npz(trace, sentence, second),
+        file_name=f"{stem}_float32.npz",
+        mime="application/octet-stream",
+        on_click="ignore",
+        key="npz_trace",
+        help=t("ex.npz_help"),
     )
 
 
-def explorer(trace: Trace, default_view: str = "overview", views: tuple[str, ...] = VIEWS) -> str:
-    """The view picker and the chosen view. Returns the view shown."""
+def explorer(
+    trace: Trace,
+    default_view: str = "overview",
+    views: tuple[str, ...] = VIEWS,
+    follow: tuple[int, int] | None = None,
+) -> str:
+    """The view picker and the chosen view. Returns the view shown.
+
+    `follow`: the (layer, head) a panel above drew for; picking another head reruns the page.
+    """
+    st.session_state["_follow_head"] = follow
     view = pick_view(default_view, views)
     if view == "heads":
         layer = pick_layer(trace)

@@ -14,17 +14,18 @@ def test_bert_page_overview_and_what_if(size: str, request) -> None:
     assert p.wait_count('[data-testid="stPlotlyChart"]', 4, timeout=90, at_least=True) >= 4
     p.shot("bert")
     p.open("bert?b_scale=false&b_mask=2%3A+animal")
-    assert p.wait_count('[data-testid="stMetric"]', 1, timeout=60) == 1
-    assert "0." in p.page.locator('[data-testid="stMetricValue"]').inner_text()
+    assert p.wait_count('[data-testid="stMetric"]', 3, timeout=60) == 3
+    assert "0." in p.page.locator('[data-testid="stMetricValue"]').first.inner_text()
     p.shot("bert-what-if")
 
 
 def test_bert_page_toggle_scaling_in_the_browser(page) -> None:
     page.open("bert")
     assert page.count('[data-testid="stMetric"]') == 0
+    page.page.get_by_text("What if…").first.click()  # the knobs are folded away by default
     page.page.get_by_text("÷ √d_k").first.click()
     page.settle()
-    assert page.wait_count('[data-testid="stMetric"]', 1, timeout=60) == 1
+    assert page.wait_count('[data-testid="stMetric"]', 3, timeout=60) == 3
 
 
 @pytest.mark.parametrize("lang", ["English", "中文"])
@@ -63,7 +64,7 @@ def test_lesson_pages(name: str, size: str, request) -> None:
 def test_every_page_is_in_the_navigation(page) -> None:
     page.open()
     links = page.page.locator('[data-testid="stSidebarNav"] a')
-    assert links.count() == 7
-    for i in range(7):
+    assert links.count() == 8  # Explore: 2; Lesson path: 6 (Masks added)
+    for i in range(8):
         links.nth(i).click()
         page.settle()

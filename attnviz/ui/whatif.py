@@ -1,0 +1,109 @@
+"""The BERT page's what-if results: a one-line summary, the details folded into tabs.
+
+Compact on purpose: the views below stay near the top of the page. The per-head difference shows
+the head open in the view below (the explorer reruns the page when that head changes).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attnviz import figures, markup
+from attnviz.trace import Trace
+from attnviz.ui.common import chart, t
+from attnviz.whatif import WhatIf
+
+
+def followed_head(trace: Trace) -> tuple[int, int]:
+    """The (layer, head) open in the views below: their widgets' state, else the URL, else 0."""
+
+    def read(key: str, hi: int) -> int:
+        raw = st.session_state.get(key, st.query_params.get(key, 0))
+        try:
+            value = int(raw)
+        except (TypeError, ValueError):
+            return 0
+        return value if 0 <= value < hi else 0
+
+    return read("layer", trace.n_layers), read("head", trace.n_heads)
+
+
+def results(change: WhatIf, trace: Trace, base: Trace, head: tuple[int, int]) -> None:
+    """Three numbers in one row, a sentence on what silencing does, and the rest in tabs."""
+    with st.container(border=True):
+        c1, c2, c3 = st.columns(3)
+        c1.metric(t("bert.cosine"), f"{change.cosine:.4f}")
+        tok = change.most_changed_token
+        c2.metric(
+            t("wi.token_metric", token=markup.escape(trace.tokens[tok])),
+            f"{float(change.token_change[tok]):.1%}",
+        )
+        first = change.first_moved_layer
+        c3.metric(
+            t("wi.heads_moved"),
+            f"{change.heads_moved} / {change.shift.numel()}",
+            help=t("wi.heads_moved_help"),
+        )
+        if change.silenced:
+            names = ", ".join(f"L{la}H{h}" for la, h in change.silenced)
+            key = "wi.silenced_last" if change.silenced_only_later else "wi.silenced_note"
+            st.caption(t(key, heads=names, first="—" if first is None else first))
+        with st.expander(t("wi.details"), expanded=False):
+            tabs = st.tabs([t("wi.tab_tokens"), t("wi.tab_layers"), t("wi.tab_head")])
+            with tabs[0]:
+                chart(
+                    figures.bars(
+                        change.token_change,
+                        trace.tokens,
+                        title=t("wi.tokens_title"),
+                        value_name=t("wi.change"),
+                    ),
+                    key="wi_tokens",
+                )
+                fig = figures.heatmap(
+                    change.layer_change,
+                    trace.tokens,
+                    [f"L{la}" for la in range(trace.n_layers)],
+                    title=t("wi.layers_out_title"),
+                    value_name=t("wi.change"),
+                    zmin=0.0,
+                    zmax=max(float(change.layer_change.max()), 0.01),
+                    height=90 + 30 * trace.n_layers,
+                    x_title=t("w.query"),
+                    y_title=t("pg.layer"),
+                )
+                chart(fig, key="wi_layer_tokens")
+            with tabs[1]:
+                shift = change.shift  # [layer, head]
+                fig = figures.heatmap(
+                    shift,
+                    [f"H{h}" for h in range(trace.n_heads)],
+                    [f"L{la}" for la in range(trace.n_layers)],
+                    title=t("bert.shift_title"),
+                    value_name="Δ",
+                    zmin=0.0,
+                    zmax=max(float(shift.max()), 0.05),  # no "1μ" scale over an all-zero grid
+                    show_values=True,
+                    height=80 + 34 * trace.n_layers,
+                    x_title="",
+                    y_title="",
+                )
+                fig.update_xaxes(tickangle=0)
+                figures.mark_cells(fig, change.silenced)
+                chart(fig, key="shift")
+                st.caption(t("wi.shift_help"))
+            with tabs[2]:
+                la, h = head
+                st.caption(t("wi.head_follows", l=la, h=h))
+                fig = figures.diff_heatmap(
+                    trace.layers[la].weights[h],
+                    base.layers[la].weights[h],
+                    trace.key_tokens,
+                    trace.tokens,
+                    title=t("bert.diff_title", l=la, h=h),
+                    bound=1.0,
+                    height=460,
+                )
+                chart(fig, key="diff")
+                if (la, h) in change.silenced or float(change.shift[la, h]) <= 1e-6:
+                    st.caption(t("wi.head_unmoved", l=la, h=h))

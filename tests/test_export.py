@@ -1,0 +1,67 @@
+"""Exports (defect 11): the JSON carries sentence, model/config and knobs, stays small; the .npz
+holds every tensor exactly."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from attnviz import StackConfig, export, load_model, trace_model, trace_text
+
+TEXT = "The animal didn't cross the street because it was too tired"
+
+
+@pytest.fixture(scope="module")
+def bert_trace():
+    return trace_model(load_model(), TEXT, temperature=0.5, ablate={(5, 11)}, mask_tokens=(3,))
+
+
+def test_bert_json_has_the_sentence_the_model_every_knob_and_is_small(bert_trace) -> None:
+    text = export.to_json(bert_trace, TEXT)
+    data = json.loads(text)
+    assert data["text"] == TEXT and data["tokens"] == bert_trace.tokens
+    k = data["knobs"]
+    assert k["kind"] == "pretrained" and "MiniLM" in k["model"]
+    assert k["temperature"] == 0.5 and k["ablate"] == [[5, 11]] and k["mask_tokens"] == [3]
+    assert k["use_scale"] is True
+    assert "3 decimals" in data["precision"]
+    n = len(bert_trace.tokens)  # 15
+    size = len(text.encode())
+    # the old export was 4.3 MB for these 15 tokens
+    assert size < 150_000, size
+    assert abs(size - export.json_bytes_estimate(bert_trace)) / size < 0.35
+    w = np.array(data["layers"][2]["weights"])  # [head, q, k]
+    assert np.abs(w - bert_trace.layers[2].weights.numpy()).max() <= 5e-4 + 1e-7
+    assert [3] in [pair[1:] for pair in data["layers"][0]["masked"]] and n == 15
+
+
+def test_stack_json_carries_the_config_and_a_big_playground_stays_small() -> None:
+    config = StackConfig(d_model=1024, n_heads=32, d_head=1024, n_layers=6, causal=True)
+    trace = trace_text(TEXT, config)
+    data = json.loads(export.to_json(trace, TEXT))
+    assert data["knobs"] == {"kind": "stack", "config": data["knobs"]["config"]}
+    assert data["knobs"]["config"]["n_heads"] == 32 and data["knobs"]["config"]["causal"] is True
+    size = len(export.to_json(trace, TEXT).encode())
+    assert size < 1_500_000, size  # the old export: 101 MB
+
+
+def test_npz_holds_every_tensor_at_float32(bert_trace) -> None:
+    blob = export.to_npz(bert_trace, TEXT)
+    arrays = np.load(io.BytesIO(blob))
+    for i, lt in enumerate(bert_trace.layers):
+        for name in export.TENSORS:
+            assert np.array_equal(arrays[f"L{i}.{name}"], getattr(lt, name).numpy()), (i, name)
+    assert np.array_equal(arrays["embedding"], bert_trace.embedding.numpy())
+    meta = json.loads(str(arrays["meta"]))
+    assert meta["text"] == TEXT and meta["knobs"]["ablate"] == [[5, 11]]
+    assert torch.is_tensor(bert_trace.hidden)
+
+
+def test_slug_names_files_safely() -> None:
+    assert export.slug("sentence-transformers/all-MiniLM-L6-v2") == "all-MiniLM-L6-v2"
+    assert export.slug("/tmp/my model/") == "my-model"
+    assert export.slug("") == "trace"
