@@ -17,7 +17,7 @@ with c1:
 with c2:
     n_heads = ui.choice_slider(t("pg.heads"), [h for h in divisors(d_model) if h <= 32], "mh_h", 8)
 with c3:
-    n_kv = ui.choice_slider(t("pg.kv_heads"), divisors(n_heads), "mh_kv", n_heads)
+    n_kv = ui.kv_slider(t("pg.kv_heads"), n_heads, "mh_kv", n_heads)
 with c4:
     n_layers = st.slider(t("pg.layers"), 1, 12, 6, key="mh_layers", bind="query-params")
 with c5:

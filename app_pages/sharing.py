@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from attnviz import figures, ui
-from attnviz.config import StackConfig, divisors
+from attnviz.config import StackConfig
 from attnviz.sharing import comparison, kv_head_of
 
 t = ui.t
@@ -17,7 +17,7 @@ with c1:
 with c2:
     n_heads = ui.choice_slider(t("pg.heads"), [1, 2, 4, 8, 16], "sh_h", 8)
 with c3:
-    n_kv = ui.choice_slider(t("sh.kv"), divisors(n_heads), "sh_kv", 4 if n_heads >= 4 else 1)
+    n_kv = ui.kv_slider(t("sh.kv"), n_heads, "sh_kv", 4 if n_heads >= 4 else 1)
 config = StackConfig(d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv)
 
 st.markdown(

@@ -112,23 +112,64 @@ def report_trace_notes(trace: Trace) -> None:
 
 
 def choice_slider(label: str, options: list, key: str, default, **kwargs):
-    """A URL-bound select_slider whose options may change (d_model moved, so the heads did).
+    """A select_slider kept in the URL whose options may change (d_model moved, so the heads did).
 
-    A stale value is moved to the nearest valid option; on the first run the widget's own default
-    applies, so a value from the URL is not overwritten.
+    Not Streamlit's bind="query-params": that drops a value equal to the widget's *current* default
+    (its first option, once options moved), so a link reopened with another value. Here the
+    default is the one a fresh page computes from the same URL, so what the URL leaves out is
+    exactly what a fresh page would pick. A stale value moves to the nearest valid option.
     """
-    if key in st.session_state and st.session_state[key] not in options:
-        old = st.session_state[key]
+    default = default if default in options else options[len(options) // 2]
+    url_seed(key, options, default)
+    old = st.session_state[key]
+    if old not in options:
         numeric = isinstance(old, (int, float)) and all(
             isinstance(o, (int, float)) for o in options
         )
         st.session_state[key] = min(options, key=lambda o: abs(o - old)) if numeric else default
-    first = (
-        {}
-        if key in st.session_state
-        else {"value": default if default in options else options[len(options) // 2]}
-    )
-    return st.select_slider(label, options, key=key, bind="query-params", **first, **kwargs)
+    value = st.select_slider(label, options, key=key, **kwargs)
+    url_sync(key, default)
+    return value
+
+
+def kv_follow(n_heads: int, old_heads: int, old_kv: int) -> int:
+    """The K/V heads after the query heads moved from old_heads to n_heads, keeping the kind:
+    MHA stays MHA (K/V = heads), MQA stays MQA (1), GQA keeps its group size where it can and
+    otherwise takes the nearest K/V count that is still grouped (1 < K/V < heads)."""
+    from attnviz.config import divisors
+
+    if old_kv == old_heads:
+        return n_heads
+    if old_kv == 1:
+        return 1
+    group = old_heads // old_kv
+    if n_heads % group == 0 and 1 < n_heads // group < n_heads:
+        return n_heads // group
+    grouped = [d for d in divisors(n_heads) if 1 < d < n_heads] or divisors(n_heads)
+    return min(grouped, key=lambda d: abs(d - old_kv))
+
+
+def kv_slider(label: str, n_heads: int, key: str, default: int, **kwargs) -> int:
+    """The K/V-heads slider under a heads slider: when the heads change, the sharing kind stays."""
+    from attnviz.config import divisors
+
+    seen = f"_{key}_heads"  # the heads this slider was last drawn for
+    old_heads = st.session_state.get(seen)
+    if key in st.session_state and old_heads is not None and old_heads != n_heads:
+        st.session_state[key] = kv_follow(n_heads, old_heads, st.session_state[key])
+    st.session_state[seen] = n_heads
+    return choice_slider(label, divisors(n_heads), key, default, **kwargs)
+
+
+def url_select(widget, label: str, options: list, key: str, default, **kwargs):
+    """A selectbox/radio/segmented control kept in the URL by option value, not by its (translated)
+    label, so a link is the same in both languages."""
+    url_seed(key, options, default)
+    if st.session_state[key] not in options:
+        st.session_state[key] = default
+    value = widget(label, options, key=key, **kwargs)
+    url_sync(key, default)
+    return value
 
 
 D_MODELS = [8, 16, 32, 64, 128, 256, 512, 1024]
@@ -156,8 +197,7 @@ def stack_controls(defaults: dict | None = None) -> StackConfig | None:
             t("pg.heads"), head_options, "heads", d["heads"], help=t("pg.heads_help")
         )
     with c4:
-        kv_options = divisors(n_heads)
-        n_kv = choice_slider(t("pg.kv_heads"), kv_options, "kv", n_heads)
+        n_kv = kv_slider(t("pg.kv_heads"), n_heads, "kv", n_heads)
     with c5:
         n_layers = st.slider(t("pg.layers"), 1, 6, d["layers"], key="layers", bind="query-params")
     t1, t2, t3, t4, t5, t6 = st.columns(6)
@@ -167,12 +207,14 @@ def stack_controls(defaults: dict | None = None) -> StackConfig | None:
     causal = t2.toggle(t("pg.causal"), value=False, key="causal", bind="query-params")
     add_norm = t3.toggle(t("pg.add_norm"), value=False, key="addnorm", bind="query-params")
     ffn = t4.toggle(t("pg.ffn"), value=False, key="ffn", bind="query-params")
-    positional = t5.selectbox(
+    positional = url_select(
+        t5.selectbox,
         t("pg.positional"),
         ["sinusoidal", "none"],
-        key="pos",
+        "pos",
+        "sinusoidal",
+        format_func=lambda p: t(f"pg.positional.{p}"),
         help=t("pg.positional_help"),
-        bind="query-params",
     )
     temperature = t6.number_input(
         t("pg.temperature"), 0.05, 20.0, value=1.0, step=0.25, key="temp", bind="query-params"
