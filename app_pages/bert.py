@@ -65,7 +65,7 @@ if changed:
         cos = embedding_cosine(trace, base_trace)
         shift = weight_shift(trace, base_trace)  # [layer, head]
         c1, c2 = st.columns([1, 3])
-        c1.metric(t("bert.cosine"), f"{cos:.4f}")
+        c1.metric(t("bert.cosine"), f"{cos:.4f}", help=t("bert.cosine_help"))
         with c2:
             fig = figures.heatmap(
                 shift,

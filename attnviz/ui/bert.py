@@ -23,16 +23,23 @@ def load_bert(name: str | None, device: str, _progress=None):
 
 def get_model(name: str | None, device: str):
     """The model, with progress while it loads and a clear message (None) when it cannot."""
-    try:
-        with st.status(t("bert.loading", name=name or t("bert.bundled")), expanded=False) as status:
+    shown = name or t("bert.bundled")
+    failure = None
+    with st.status(t("bert.loading", name=shown), expanded=False) as status:
+        try:
             model = load_bert(name or None, device, _progress=lambda m: status.update(label=m))
+        except (ValueError, OSError, RuntimeError) as err:
+            # The last progress line ("Finding ...") must not stay as if the load were going on.
+            status.update(label=t("bert.load_failed_status", name=shown), state="error")
+            failure = err
+        else:
             status.update(
                 label=t("bert.loaded", name=model.name, device=model.device), state="complete"
             )
-        return model
-    except (ValueError, OSError, RuntimeError) as err:
-        st.error(t("bert.load_failed", name=name or t("bert.bundled"), msg=err))
+    if failure is not None:
+        st.error(t("bert.load_failed", name=shown, msg=failure))
         return None
+    return model
 
 
 @st.cache_resource(max_entries=24, show_spinner=False)

@@ -213,7 +213,7 @@ def stack_controls(defaults: dict | None = None) -> StackConfig | None:
         ["sinusoidal", "none"],
         "pos",
         "sinusoidal",
-        format_func=lambda p: t(f"pg.positional.{p}"),
+        format_func={p: t(f"pg.positional.{p}") for p in ("sinusoidal", "none")}.get,
         help=t("pg.positional_help"),
     )
     temperature = t6.number_input(
@@ -301,3 +301,30 @@ def cached_order_check(text_a: str, text_b: str, config: StackConfig):
     from attnviz.positions import order_blindness
 
     return order_blindness(text_a, text_b, config)
+
+
+def md_escape(text: str) -> str:
+    """User text made safe for st.markdown / st.info: no HTML, no Markdown syntax, no LaTeX."""
+    import html
+    import re
+
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|~$>])", r"\\\1", html.escape(str(text), quote=False))
+
+
+def localized(table, cells: tuple[str, ...] = ()):
+    """A DataFrame for display in the UI language: columns named by t("col.<name>") where the
+    language file has that key, and the listed columns' text cells by t("cell.<value>").
+    Missing values show as "—" in those columns. The engine's frames keep their English names
+    (CSV exports and the JSON trace stay stable)."""
+    from attnviz.i18n import strings
+
+    known = strings(lang())
+    table = table.copy()
+    for col in cells:
+        table[col] = [
+            "—" if v is None or v != v else t(f"cell.{v}") if f"cell.{v}" in known else v
+            for v in table[col]
+        ]
+    names = {c: t(f"col.{c}") for c in table.columns if f"col.{c}" in known}
+    names |= {c: t("col.on", name=c[3:]) for c in table.columns if str(c).startswith("on ")}
+    return table.rename(columns=names)
