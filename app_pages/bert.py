@@ -15,7 +15,14 @@ with st.sidebar:
     name = st.text_input(
         t("bert.model"), key="model", help=t("bert.model_help"), bind="query-params"
     )
-    device = st.selectbox(t("bert.device"), bert.devices(), key="device", bind="query-params")
+    device = ui.url_select(
+        st.selectbox,
+        t("bert.device"),
+        bert.devices(),
+        "device",
+        "auto",
+        format_func={d: t(f"bert.device.{d}") for d in bert.devices()}.get,
+    )
 
 model = bert.get_model(name.strip() or None, device)
 if model is None:
@@ -30,7 +37,13 @@ with st.expander(t("bert.whatif"), expanded=True):
         t("pg.temperature"), 0.05, 20.0, value=1.0, step=0.25, key="b_temp", bind="query-params"
     )
     head_ids = [f"L{la}H{h}" for la in range(model.n_layers) for h in range(model.n_heads)]
-    ablate_ids = st.multiselect(t("bert.ablate"), head_ids, key="b_ablate", bind="query-params")
+    ablate_ids = st.multiselect(
+        t("bert.ablate"),
+        head_ids,
+        key="b_ablate",
+        placeholder=t("bert.pick_heads"),
+        bind="query-params",
+    )
     base_trace = None
     try:
         base_trace = bert.bert_trace(model, model_key, ui.text(), ui.pair())
@@ -43,6 +56,7 @@ with st.expander(t("bert.whatif"), expanded=True):
         range(len(tokens)),
         format_func=lambda i: f"{i}: {tokens[i]}",
         key="b_mask",
+        placeholder=t("bert.pick_tokens"),
         bind="query-params",
     )
 
@@ -97,6 +111,9 @@ if changed:
             title=t("bert.diff_title", l=la, h=h),
             bound=1.0,
             height=460,
+            value_name=t("w.diff"),
+            x_title=t("w.key"),
+            y_title=t("w.query"),
         )
         ui.chart(fig, key="diff")
 else:

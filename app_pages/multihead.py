@@ -185,7 +185,7 @@ for h in range(shown):
             layer.z[h],
             [str(i) for i in range(d_k)],
             trace.tokens,
-            title=f"head {h}",
+            title=t("pg.head_title", h=h),
             value_name="z",
             signed=True,
             height=300,
@@ -203,7 +203,9 @@ panels = (
 )
 for col, (matrix, title, name) in zip(st.columns(2), panels, strict=True):
     with col:
-        fig = figures.vectors(matrix, trace.tokens, title=title, value_name=name, height=320)
+        fig = figures.vectors(
+            matrix, trace.tokens, title=title, value_name=name, height=320, x_title=t("w.dim")
+        )
         ui.chart(fig, key=name)
 
 calculators(n)

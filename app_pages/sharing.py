@@ -43,6 +43,7 @@ if trace is not None:
             height=320,
             max_ticks=8,
             y_title=t("w.key"),
+            x_title=t("w.dim"),
             show_scale=False,
         )
         with cols[g % per_row]:

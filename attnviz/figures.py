@@ -152,6 +152,7 @@ def diff_heatmap(
     bound: float | None = None,
     height: int | None = None,
     value_name: str = "Δ weight",
+    **kwargs,
 ) -> go.Figure:
     """new − base on one symmetric colour scale (red: more weight than the baseline)."""
     d = to_numpy(new) - to_numpy(base)  # [q, k]
@@ -166,6 +167,7 @@ def diff_heatmap(
         zmin=-b,
         zmax=b,
         height=height,
+        **kwargs,
     )
 
 

@@ -37,7 +37,9 @@ def get_model(name: str | None, device: str):
                 label=t("bert.loaded", name=model.name, device=model.device), state="complete"
             )
     if failure is not None:
-        st.error(t("bert.load_failed", name=shown, msg=failure))
+        st.error(t("bert.load_failed_short", name=shown))
+        with st.expander(t("bert.load_details")):
+            st.code(str(failure), language=None, wrap_lines=True)  # the loader's own words
         return None
     return model
 
