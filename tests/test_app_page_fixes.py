@@ -53,3 +53,18 @@ def test_flops_have_thousands_separators() -> None:
     assert big and all("," in c for c in big), cells
     total = int(cells[-1].replace(",", ""))
     assert total == sum(int(c.replace(",", "")) for c in cells[:-1])
+
+
+def test_step_page_query_picker_tells_repeated_tokens_apart() -> None:
+    # The query radio was in the URL by its label: the second "the" reopened as the first.
+    from tests.urlprop import url_of
+
+    page = "app_pages/step_by_step.py"
+    at = app(page, query={"st_own": "true", "text": "the cat saw the dog"})
+    radio = at.radio(key="st_query")
+    assert len(set(radio.options)) == len(radio.options) == 5
+    radio.set_value(3).run()
+    assert at.radio(key="st_query").value == 3
+    fresh = app(page, query=url_of(at))
+    assert fresh.radio(key="st_query").value == 3
+    assert fresh.radio(key="st_query").options[3] != fresh.radio(key="st_query").options[0]

@@ -328,3 +328,14 @@ def localized(table, cells: tuple[str, ...] = ()):
     names = {c: t(f"col.{c}") for c in table.columns if f"col.{c}" in known}
     names |= {c: t("col.on", name=c[3:]) for c in table.columns if str(c).startswith("on ")}
     return table.rename(columns=names)
+
+
+def distinct_labels(tokens: list[str]) -> list[str]:
+    """Token labels for a picker, a repeat marked by its position ("the", "the·4"): Streamlit tells
+    options apart by their label, so two "the" options would be one."""
+    seen: set[str] = set()
+    out = []
+    for i, tok in enumerate(tokens):
+        out.append(f"{tok}·{i}" if tok in seen else tok)
+        seen.add(tok)
+    return out
