@@ -22,7 +22,8 @@ from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Changing these is an action, not a setting (a picker of examples that fills the sentence).
+# Changing these is an action, not a setting (a picker of examples that fills the sentence and
+# goes back to empty): changed like any control, left out of the comparison.
 ACTIONS_ONLY = {"example"}
 # Free text: a few values that matter (empty, blank, repeated tokens, Chinese, markup).
 TEXTS = {
@@ -85,7 +86,7 @@ def controls(at: AppTest) -> list:
     """Every widget a user can change on the page now (keyed or not), buttons included."""
     found = []
     for kind in SELECTION_KINDS + VALUE_KINDS:
-        found += [w for w in at.get(kind) if not w.disabled and w.key not in ACTIONS_ONLY]
+        found += [w for w in at.get(kind) if not w.disabled]
     found += [b for b in at.get("button") if not b.disabled]
     return found
 
@@ -142,7 +143,7 @@ def snapshot(at: AppTest) -> dict:
         for w in at.get(kind):
             if w.key and w.key not in ACTIONS_ONLY:
                 widgets[f"{kind}:{w.key}"] = repr(w.value)
-    figures = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    figures = [c.proto.spec for c in at.get("plotly_chart")]  # the figure JSON, as sent
     tables = [df.value.to_json() for df in at.get("dataframe")]
     texts = []
     for kind in ("title", "subheader", "markdown", "caption", "latex", "info", "warning", "error"):
@@ -168,7 +169,7 @@ def differences(a: dict, b: dict) -> list[str]:
     else:
         for i, (fa, fb) in enumerate(zip(a["figures"], b["figures"], strict=True)):
             if fa != fb:
-                title = fa.get("layout", {}).get("title", {}).get("text", "")
+                title = json.loads(fa).get("layout", {}).get("title", {}).get("text", "")
                 out.append(f"figure {i} ({title!r}) differs")
     for kind in ("tables", "texts", "metrics"):
         if a[kind] != b[kind]:
