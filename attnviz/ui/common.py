@@ -79,21 +79,29 @@ def pair() -> str | None:
 
 
 def url_seed(key: str, options: list, default) -> None:
-    """Start a widget from the URL (?key=value) on its first run, by option value, not label.
+    """Start a widget from the URL (?key=value) when it (re)appears, by option value, not label.
 
     For widgets whose labels are translated: streamlit's bind="query-params" would put the
-    translated label in the URL, so a link would change with the language.
+    translated label in the URL, so a link would change with the language. Without a value in the
+    URL, the last value this session had (kept by url_sync) comes back: the browser drops the
+    query string when you go to another page, and coming back must not reset the page.
     """
     if key in st.session_state:
         return
-    raw = st.query_params.get(key)
     by_text = {str(o): o for o in options}
-    st.session_state[key] = by_text.get(raw, default)
+    kept = st.session_state.get(_KEPT + key)
+    fallback = kept if kept in options else default
+    st.session_state[key] = by_text.get(st.query_params.get(key), fallback)
+
+
+_KEPT = "_url_kept_"
 
 
 def url_sync(key: str, default) -> None:
-    """Write the widget's value to the URL, or drop it when it is the default."""
+    """Write the widget's value to the URL, or drop it when it is the default; keep it for
+    url_seed in case the widget goes away (another page, a run without it)."""
     value = st.session_state.get(key)
+    st.session_state[_KEPT + key] = value
     if value is None or value == default:
         if key in st.query_params:
             del st.query_params[key]

@@ -93,3 +93,17 @@ def test_playground_mqa_link_in_the_browser(page) -> None:
     assert _slider(page, "Heads h").get_attribute("aria-valuetext") == "4", url
     assert _slider(page, "K/V heads").get_attribute("aria-valuetext") == "1", url
     assert "kv=1" in page.page.url
+
+
+def test_playground_settings_survive_a_visit_to_another_page(page) -> None:
+    # The browser drops the query string on a page change; the sliders must come back as they were.
+    page.open("")
+    _press(page, "Heads h", "ArrowRight")  # 4 -> 8
+    _press(page, "K/V heads", "Home")  # MQA
+    page.page.locator('[data-testid="stSidebarNav"] a').nth(4).click()  # Multi-head & cost
+    _wait(page)
+    page.page.locator('[data-testid="stSidebarNav"] a').nth(0).click()  # back to the Playground
+    _wait(page)
+    assert _slider(page, "Heads h").get_attribute("aria-valuetext") == "8"
+    assert _slider(page, "K/V heads").get_attribute("aria-valuetext") == "1"
+    assert "heads=8" in page.page.url and "kv=1" in page.page.url
