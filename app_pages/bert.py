@@ -21,7 +21,14 @@ with st.sidebar:
         name = st.text_input(
             t("bert.model"), key="model", help=t("bert.model_help"), bind="query-params"
         )
-    device = st.selectbox(t("bert.device"), bert.devices(), key="device", bind="query-params")
+    device = ui.url_select(
+        st.selectbox,
+        t("bert.device"),
+        bert.devices(),
+        "device",
+        "auto",
+        format_func={d: t(f"bert.device.{d}") for d in bert.devices()}.get,
+    )
     dtype = st.selectbox(
         t("pm.dtype"), bert.DTYPES, key="dtype", help=t("pm.dtype_help"), bind="query-params"
     )
@@ -45,7 +52,11 @@ with st.expander(t("bert.whatif"), expanded=False):
     )
     head_ids = pretrained.head_choices(model)
     ablate_ids = st.multiselect(
-        t("bert.ablate"), list(head_ids), key="b_ablate", bind="query-params"
+        t("bert.ablate"),
+        list(head_ids),
+        key="b_ablate",
+        placeholder=t("bert.pick_heads"),
+        bind="query-params",
     )
     base_trace = None
     try:
@@ -59,6 +70,7 @@ with st.expander(t("bert.whatif"), expanded=False):
         range(len(tokens)),
         format_func=lambda i: f"{i}: {tokens[i]}",
         key="b_mask",
+        placeholder=t("bert.pick_tokens"),
         bind="query-params",
     )
 

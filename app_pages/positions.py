@@ -7,6 +7,7 @@ import streamlit as st
 from attnviz import StackConfig, figures, markup, ui
 from attnviz.lessons import kernel_from_heads, quadratic_position_scores
 from attnviz.positions import compare_norms, norm_example
+from attnviz.tokenize import tokenize
 
 t = ui.t
 st.title(t("po.title"))
@@ -18,8 +19,14 @@ first = c1.text_input(t("po.first"), "狗咬人", key="po_a", bind="query-params
 second = c2.text_input(t("po.second"), "人咬狗", key="po_b", bind="query-params")
 try:
     check = ui.cached_order_check(first, second, StackConfig(d_model=64, n_heads=4, n_layers=2))
-except (ValueError, TypeError) as err:
-    st.info(markup.escape(err))
+except (ValueError, TypeError):
+    # Say which: a blank sentence, or two that are not the same tokens reordered.
+    try:
+        tokens = [" ".join(tokenize(s)) for s in (first, second)]
+    except (ValueError, TypeError):
+        st.info(t("po.err_empty"))
+    else:
+        st.info(t("po.err_order", a=markup.escape(tokens[0]), b=markup.escape(tokens[1])))
 else:
     ui.table(
         pd.DataFrame(

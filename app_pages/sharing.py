@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from attnviz import figures, ui
-from attnviz.config import StackConfig, divisors
+from attnviz.config import StackConfig
 from attnviz.sharing import comparison, kv_head_of
 from attnviz.ui import pretrained
 
@@ -18,7 +18,7 @@ with c1:
 with c2:
     n_heads = ui.choice_slider(t("pg.heads"), [1, 2, 4, 8, 16], "sh_h", 8)
 with c3:
-    n_kv = ui.choice_slider(t("sh.kv"), divisors(n_heads), "sh_kv", 4 if n_heads >= 4 else 1)
+    n_kv = ui.kv_slider(t("sh.kv"), n_heads, "sh_kv", 4 if n_heads >= 4 else 1)
 config = StackConfig(d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv)
 
 st.markdown(
@@ -46,6 +46,7 @@ if trace is not None:
             height=320,
             max_ticks=8,
             y_title=t("w.key"),
+            x_title=t("w.dim"),
             show_scale=False,
         )
         with cells[g]:

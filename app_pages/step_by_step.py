@@ -31,14 +31,15 @@ n, d = len(wt.tokens), wt.d_k
 if wt.n_input_tokens > n:
     st.info(t("st.truncated", n=wt.n_input_tokens, k=n))
 dims = [f"d{i}" for i in range(d)]
-query = st.radio(
+query = ui.url_select(  # in the URL by position: a repeated token ("the ... the") stays apart
+    st.radio,
     t("st.query"),
-    range(n),
-    format_func=lambda i: markup.escape(wt.tokens[i]),  # radio options render Markdown
+    list(range(n)),
+    "st_query",
+    min(1, n - 1),  # note 000 follows position 2, "爱"
+    # radio options render Markdown: the labels are escaped
+    format_func=dict(enumerate(markup.escape(s) for s in ui.distinct_labels(wt.tokens))).get,
     horizontal=True,
-    key="st_query",
-    index=min(1, n - 1),  # note 000 follows position 2, "爱"
-    bind="query-params",
 )
 
 with st.expander(t("st.inputs"), expanded=False):

@@ -33,7 +33,7 @@ with c1:
 with c2:
     at64 = next(row for row in variance if row["d_k"] == 64)
     st.metric(t("ws.var_metric"), f"{at64['var_scores'] / 64:.3f}")
-    st.metric(t("ws.std_metric"), f"{math.sqrt(at64['var_scores']):.2f}")
+    st.metric(t("ws.std_metric"), f"{math.sqrt(at64['var_scores']):.2f}", help=t("ws.std_help"))
 
 sat_d = sorted({row["d_k"] for row in saturation})
 

@@ -239,28 +239,36 @@ def multihead_shapes(
     d_k: int | None = None,
     d_v: int | None = None,
     n_kv_heads: int | None = None,
+    lang: str = "en",
 ) -> list[dict[str, str]]:
-    """Every stage of one multi-head attention layer with its formula and shape, for a diagram.
+    """Every stage of one multi-head attention layer with its formula and shape, for a diagram;
+    the words of the "formula" column are in `lang` (assets/i18n, keys shape.*).
 
     Q_i = X W_q^i; head_i = softmax(Q_i K_jᵀ / √d_k) V_j with j = i // (h / kv); Concat; · W_O.
     """
+    from attnviz.i18n import translate
+
     _whole("n_tokens", n_tokens)
     d_k, d_v, kv = _head_dims(d_model, n_heads, d_k, d_v, n_kv_heads)
     n, h = n_tokens, n_heads
+
+    def say(key: str, **fmt: object) -> str:
+        return translate(f"shape.{key}", lang, **fmt)
+
     # fmt: off
     return [
-        {"stage": "X", "formula": "input", "shape": f"{n} × {d_model}"},
-        {"stage": "W_q^i", "formula": f"one per head, {h} heads", "shape": f"{d_model} × {d_k}"},
-        {"stage": "W_k^j, W_v^j", "formula": f"one per K/V head, {kv}",
+        {"stage": "X", "formula": say("input"), "shape": f"{n} × {d_model}"},
+        {"stage": "W_q^i", "formula": say("w_q", h=h), "shape": f"{d_model} × {d_k}"},
+        {"stage": "W_k^j, W_v^j", "formula": say("w_kv", kv=kv),
          "shape": f"{d_model} × {d_k}"},
-        {"stage": "Q_i = X W_q^i", "formula": "queries of head i", "shape": f"{n} × {d_k}"},
-        {"stage": "K_j, V_j", "formula": "keys, values of K/V head j",
+        {"stage": "Q_i = X W_q^i", "formula": say("q"), "shape": f"{n} × {d_k}"},
+        {"stage": "K_j, V_j", "formula": say("kv"),
          "shape": f"{n} × {d_k}, {n} × {d_v}"},
-        {"stage": "Q_i K_jᵀ / √d_k", "formula": "scores of head i", "shape": f"{n} × {n}"},
-        {"stage": "head_i = softmax(·) V_j", "formula": "z of head i", "shape": f"{n} × {d_v}"},
-        {"stage": "Concat(head_1..head_h)", "formula": "torch.cat along features",
+        {"stage": "Q_i K_jᵀ / √d_k", "formula": say("scores"), "shape": f"{n} × {n}"},
+        {"stage": "head_i = softmax(·) V_j", "formula": say("z"), "shape": f"{n} × {d_v}"},
+        {"stage": "Concat(head_1..head_h)", "formula": say("concat"),
          "shape": f"{n} × {h * d_v}"},
-        {"stage": "W_O", "formula": "mixes the heads", "shape": f"{h * d_v} × {d_model}"},
-        {"stage": "Concat · W_O", "formula": "output", "shape": f"{n} × {d_model}"},
+        {"stage": "W_O", "formula": say("w_o"), "shape": f"{h * d_v} × {d_model}"},
+        {"stage": "Concat · W_O", "formula": say("output"), "shape": f"{n} × {d_model}"},
     ]
     # fmt: on

@@ -195,6 +195,8 @@ def diff_heatmap(
     title: str = "",
     bound: float | None = None,
     height: int | None = None,
+    value_name: str = "Δ weight",
+    **kwargs,
 ) -> go.Figure:
     """new − base on one symmetric colour scale (red: more weight than the baseline)."""
     d = to_numpy(new) - to_numpy(base)  # [q, k]
@@ -204,11 +206,12 @@ def diff_heatmap(
         x_tokens,
         y_tokens,
         title=title,
-        value_name="Δ weight",
+        value_name=value_name,
         signed=True,
         zmin=-b,
         zmax=b,
         height=height,
+        **kwargs,
     )
 
 
@@ -518,6 +521,7 @@ def vectors(
     height: int | None = 420,
     max_ticks: int = 16,
     y_title: str = "",
+    x_title: str = "dim",
     **kwargs,
 ) -> go.Figure:
     """One vector per token (rows) over its dimensions (columns), on a scale centred at 0."""
@@ -531,7 +535,7 @@ def vectors(
         signed=True,
         height=height,
         max_ticks=max_ticks,
-        x_title="dim",
+        x_title=x_title,
         y_title=y_title,
         **kwargs,
     )

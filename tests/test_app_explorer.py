@@ -91,7 +91,8 @@ def test_outputs_show_z_and_the_block_output() -> None:
 def test_stats_table_has_every_head_and_downloads_as_csv() -> None:
     at = view("stats", heads="8")
     table = at.dataframe[0].value
-    assert len(table) == 8 and {"entropy", "max_weight", "self", "prev"} <= set(table.columns)
+    shown = {"entropy", "max weight", "on self", "on previous"}  # display names (CSV: engine's)
+    assert len(table) == 8 and shown <= set(table.columns)
     labels = [b.label for b in at.get("download_button")]
     assert "Download the table (CSV)" in labels
 

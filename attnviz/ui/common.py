@@ -83,21 +83,29 @@ def pair() -> str | None:
 
 
 def url_seed(key: str, options: list, default) -> None:
-    """Start a widget from the URL (?key=value) on its first run, by option value, not label.
+    """Start a widget from the URL (?key=value) when it (re)appears, by option value, not label.
 
     For widgets whose labels are translated: streamlit's bind="query-params" would put the
-    translated label in the URL, so a link would change with the language.
+    translated label in the URL, so a link would change with the language. Without a value in the
+    URL, the last value this session had (kept by url_sync) comes back: the browser drops the
+    query string when you go to another page, and coming back must not reset the page.
     """
     if key in st.session_state:
         return
-    raw = st.query_params.get(key)
     by_text = {str(o): o for o in options}
-    st.session_state[key] = by_text.get(raw, default)
+    kept = st.session_state.get(_KEPT + key)
+    fallback = kept if kept in options else default
+    st.session_state[key] = by_text.get(st.query_params.get(key), fallback)
+
+
+_KEPT = "_url_kept_"
 
 
 def url_sync(key: str, default) -> None:
-    """Write the widget's value to the URL, or drop it when it is the default."""
+    """Write the widget's value to the URL, or drop it when it is the default; keep it for
+    url_seed in case the widget goes away (another page, a run without it)."""
     value = st.session_state.get(key)
+    st.session_state[_KEPT + key] = value
     if value is None or value == default:
         if key in st.query_params:
             del st.query_params[key]
@@ -142,23 +150,64 @@ def report_trace_notes(trace: Trace) -> None:
 
 
 def choice_slider(label: str, options: list, key: str, default, **kwargs):
-    """A URL-bound select_slider whose options may change (d_model moved, so the heads did).
+    """A select_slider kept in the URL whose options may change (d_model moved, so the heads did).
 
-    A stale value is moved to the nearest valid option; on the first run the widget's own default
-    applies, so a value from the URL is not overwritten.
+    Not Streamlit's bind="query-params": that drops a value equal to the widget's *current* default
+    (its first option, once options moved), so a link reopened with another value. Here the
+    default is the one a fresh page computes from the same URL, so what the URL leaves out is
+    exactly what a fresh page would pick. A stale value moves to the nearest valid option.
     """
-    if key in st.session_state and st.session_state[key] not in options:
-        old = st.session_state[key]
+    default = default if default in options else options[len(options) // 2]
+    url_seed(key, options, default)
+    old = st.session_state[key]
+    if old not in options:
         numeric = isinstance(old, (int, float)) and all(
             isinstance(o, (int, float)) for o in options
         )
         st.session_state[key] = min(options, key=lambda o: abs(o - old)) if numeric else default
-    first = (
-        {}
-        if key in st.session_state
-        else {"value": default if default in options else options[len(options) // 2]}
-    )
-    return st.select_slider(label, options, key=key, bind="query-params", **first, **kwargs)
+    value = st.select_slider(label, options, key=key, **kwargs)
+    url_sync(key, default)
+    return value
+
+
+def kv_follow(n_heads: int, old_heads: int, old_kv: int) -> int:
+    """The K/V heads after the query heads moved from old_heads to n_heads, keeping the kind:
+    MHA stays MHA (K/V = heads), MQA stays MQA (1), GQA keeps its group size where it can and
+    otherwise takes the nearest K/V count that is still grouped (1 < K/V < heads)."""
+    from attnviz.config import divisors
+
+    if old_kv == old_heads:
+        return n_heads
+    if old_kv == 1:
+        return 1
+    group = old_heads // old_kv
+    if n_heads % group == 0 and 1 < n_heads // group < n_heads:
+        return n_heads // group
+    grouped = [d for d in divisors(n_heads) if 1 < d < n_heads] or divisors(n_heads)
+    return min(grouped, key=lambda d: abs(d - old_kv))
+
+
+def kv_slider(label: str, n_heads: int, key: str, default: int, **kwargs) -> int:
+    """The K/V-heads slider under a heads slider: when the heads change, the sharing kind stays."""
+    from attnviz.config import divisors
+
+    seen = f"_{key}_heads"  # the heads this slider was last drawn for
+    old_heads = st.session_state.get(seen)
+    if key in st.session_state and old_heads is not None and old_heads != n_heads:
+        st.session_state[key] = kv_follow(n_heads, old_heads, st.session_state[key])
+    st.session_state[seen] = n_heads
+    return choice_slider(label, divisors(n_heads), key, default, **kwargs)
+
+
+def url_select(widget, label: str, options: list, key: str, default, **kwargs):
+    """A selectbox/radio/segmented control kept in the URL by option value, not by its (translated)
+    label, so a link is the same in both languages."""
+    url_seed(key, options, default)
+    if st.session_state[key] not in options:
+        st.session_state[key] = default
+    value = widget(label, options, key=key, **kwargs)
+    url_sync(key, default)
+    return value
 
 
 D_MODELS = [8, 16, 32, 64, 128, 256, 512, 1024]
@@ -194,8 +243,7 @@ def stack_controls(defaults: dict | None = None) -> StackConfig | None:
             t("pg.heads"), head_options, "heads", d["heads"], help=t("pg.heads_help")
         )
     with c4:
-        kv_options = divisors(n_heads)
-        n_kv = choice_slider(t("pg.kv_heads"), kv_options, "kv", n_heads)
+        n_kv = kv_slider(t("pg.kv_heads"), n_heads, "kv", n_heads)
     with c5:
         ffn_on = st.session_state.get("ffn") is True
         more = [n for n in range(2, 7) if limits.fits(n_q, n_k, d_model=d_model, n_heads=n_heads,
@@ -217,12 +265,14 @@ def stack_controls(defaults: dict | None = None) -> StackConfig | None:
     causal = t2.toggle(t("pg.causal"), value=False, key="causal", bind="query-params")
     add_norm = t3.toggle(t("pg.add_norm"), value=False, key="addnorm", bind="query-params")
     ffn = t4.toggle(t("pg.ffn"), value=False, key="ffn", bind="query-params")
-    positional = t5.selectbox(
+    positional = url_select(
+        t5.selectbox,
         t("pg.positional"),
         ["sinusoidal", "none"],
-        key="pos",
+        "pos",
+        "sinusoidal",
+        format_func={p: t(f"pg.positional.{p}") for p in ("sinusoidal", "none")}.get,
         help=t("pg.positional_help"),
-        bind="query-params",
     )
     temperature = t6.number_input(
         t("pg.temperature"), 0.05, 20.0, value=1.0, step=0.25, key="temp", bind="query-params"
@@ -319,3 +369,33 @@ def cached_order_check(text_a: str, text_b: str, config: StackConfig):
     from attnviz.positions import order_blindness
 
     return order_blindness(text_a, text_b, config)
+
+
+def localized(table, cells: tuple[str, ...] = ()):
+    """A DataFrame for display in the UI language: columns named by t("col.<name>") where the
+    language file has that key, and the listed columns' text cells by t("cell.<value>").
+    Missing values show as "—" in those columns. The engine's frames keep their English names
+    (CSV exports and the JSON trace stay stable)."""
+    from attnviz.i18n import strings
+
+    known = strings(lang())
+    table = table.copy()
+    for col in cells:
+        table[col] = [
+            "—" if v is None or v != v else t(f"cell.{v}") if f"cell.{v}" in known else v
+            for v in table[col]
+        ]
+    names = {c: t(f"col.{c}") for c in table.columns if f"col.{c}" in known}
+    names |= {c: t("col.on", name=c[3:]) for c in table.columns if str(c).startswith("on ")}
+    return table.rename(columns=names)
+
+
+def distinct_labels(tokens: list[str]) -> list[str]:
+    """Token labels for a picker, a repeat marked by its position ("the", "the·4"): Streamlit tells
+    options apart by their label, so two "the" options would be one."""
+    seen: set[str] = set()
+    out = []
+    for i, tok in enumerate(tokens):
+        out.append(f"{tok}·{i}" if tok in seen else tok)
+        seen.add(tok)
+    return out

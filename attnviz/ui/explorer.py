@@ -3,6 +3,7 @@ outputs, head statistics. Each view is a fragment: picking a head reruns only th
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 import torch
 
@@ -10,7 +11,7 @@ from attnviz import figures, frames, markup
 from attnviz.colour import GAMMA
 from attnviz.links import default_link
 from attnviz.trace import Trace, heads_linking, mean_entropy, mean_max_weight
-from attnviz.ui.common import chart, grid, t, url_seed, url_sync
+from attnviz.ui.common import chart, grid, localized, t, url_seed, url_sync
 from attnviz.ui.long import (
     LONG,
     colour_kwargs,
@@ -26,6 +27,10 @@ VIEWS = ("heads", "overview", "detail", "lines", "rollout", "query", "link", "ou
 
 def pick_view(default: str, views: tuple[str, ...] = VIEWS) -> str:
     url_seed("view", list(views), default)
+    # Sent to the browser on every run: after a run without the explorer (an empty sentence, a
+    # model that did not load) the browser remounts the picker empty unless the server sends it.
+    current = st.session_state.get("view")
+    st.session_state["view"] = current if current in views else default
     view = st.segmented_control(
         t("ex.view"), views, format_func=lambda v: t(f"ex.view.{v}"), key="view"
     )
@@ -307,11 +312,12 @@ def one_query(trace: Trace) -> None:
     lt = trace.layers[layer]
     table = frames.query_frame(trace, layer, head, query)
     st.markdown(t("ex.query_formula", scale=lt.scale))
+    shown = localized(table.drop(columns=["weight (trace)"]))
     show_table(
-        table.drop(columns=["weight (trace)"]),
+        shown,
         hide_index=True,
         width="stretch",
-        column_config={c: st.column_config.NumberColumn(format="%.4f") for c in table.columns[1:5]},
+        column_config={c: st.column_config.NumberColumn(format="%.4f") for c in shown.columns[1:5]},
         key="query_table",
     )
     chart(
@@ -320,6 +326,7 @@ def one_query(trace: Trace) -> None:
             trace.key_tokens,
             title=t("ex.query_bars", token=trace.tokens[query]),
             highlight=query if not trace.is_cross else None,
+            value_name=t("w.weights"),
         ),
         key="query_bars",
         name=f"weights_L{layer}_H{head}_query{query}",
@@ -339,7 +346,7 @@ def one_query(trace: Trace) -> None:
             signed=True,
             height=200,
             max_ticks=8,
-            x_title="dim",
+            x_title=t("w.dim"),
             y_title=t("w.query"),
         )
         chart(fig, key="q_vector", name=f"q_L{layer}_H{head}_query{query}")
@@ -353,7 +360,7 @@ def one_query(trace: Trace) -> None:
             signed=True,
             height=max(260, 22 * k.shape[0]),
             max_ticks=16,
-            x_title="dim",
+            x_title=t("w.dim"),
             y_title=t("w.key"),
         )
         chart(fig, key="qk_products", name=f"qk_products_L{layer}_H{head}_query{query}")
@@ -407,8 +414,10 @@ def link(trace: Trace) -> None:
     uniform = 1 / len(keys)
     st.caption(t("ex.link_help", u=uniform))
     show_table(
-        [{"layer": la, "head": h, "weight": round(w, 4), "× uniform": round(w / uniform, 1)}
-         for la, h, w in top],
+        localized(pd.DataFrame(
+            [{"layer": la, "head": h, "weight": round(w, 4), "× uniform": round(w / uniform, 1)}
+             for la, h, w in top]
+        )),
         hide_index=True,
         key="link_table",
     )  # fmt: skip
@@ -437,7 +446,12 @@ def outputs(trace: Trace) -> None:
     for col, (matrix, title, name) in zip(st.columns(2), panels, strict=True):
         with col:
             fig = figures.vectors(
-                matrix, trace.tokens, title=title, value_name=name, y_title=t("w.query")
+                matrix,
+                trace.tokens,
+                title=title,
+                value_name=name,
+                y_title=t("w.query"),
+                x_title=t("w.dim"),
             )
             chart(fig, key=name, name=f"{name}_L{layer}" + (f"_H{head}" if name == "z" else ""))
     st.caption(t("ex.outputs_help"))
@@ -447,11 +461,12 @@ def stats(trace: Trace) -> None:
     """A sortable table of every head, with CSV download."""
     table = frames.head_stats_frame(trace)
     st.caption(t("ex.stats_help"))
+    shown = localized(table)
     show_table(
-        table,
+        shown,
         hide_index=True,
         width="stretch",
-        column_config={c: st.column_config.NumberColumn(format="%.3f") for c in table.columns[2:]},
+        column_config={c: st.column_config.NumberColumn(format="%.3f") for c in shown.columns[2:]},
         key="stats_table",
     )
     st.download_button(

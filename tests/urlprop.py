@@ -1,0 +1,179 @@
+"""What the browser's address bar holds after an AppTest run, and random control changes.
+
+The URL of a Streamlit page has two writers: the script (st.query_params, which AppTest reports
+in `at.query_params`) and the browser, which writes each bind="query-params" widget itself when
+its value differs from the widget's default (and removes it when equal). `url_of` puts the two
+together the way the browser does, with Streamlit's own serializer and URL formatting, so that
+`AppTest(query_params=url_of(at))` is "open the link".
+
+Controls are changed the way the browser does it too: a selection widget sends the label of the
+picked option on the wire (what the frontend sends), so a random pick needs no Python value.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import random
+from pathlib import Path
+
+from streamlit.runtime.state.query_params import _coerce_value_for_query_url
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Changing these is an action, not a setting (a picker of examples that fills the sentence and
+# goes back to empty): changed like any control, left out of the comparison.
+ACTIONS_ONLY = {"example"}
+# Free text: a few values that matter (empty, blank, repeated tokens, Chinese, markup).
+TEXTS = {
+    "text": ["", "   ", "the cat saw the dog", "我爱水课", "The animal didn't cross <b>it</b>"],
+    "pair": ["", "a dog barks"],
+    "model": ["", "no-such-org/no-such-model-xyz"],
+    "po_a": ["狗咬人", "abc", "", "the cat"],
+    "po_b": ["人咬狗", "cba", "abd", "cat the"],
+}
+SELECTION_KINDS = ("selectbox", "radio", "select_slider", "multiselect", "button_group")
+VALUE_KINDS = ("slider", "toggle", "checkbox", "number_input", "text_input", "text_area")
+
+
+def pages() -> list[str]:
+    """The page files app.py's navigation lists, in its order (st.Page("app_pages/x.py", ...))."""
+    tree = ast.parse((ROOT / "app.py").read_text())
+    found = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", "")) == "Page"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            found.append(node.args[0].value)
+    return found
+
+
+def _state(at: AppTest):
+    return at._session_state._state
+
+
+def url_of(at: AppTest) -> dict[str, str | list[str]]:
+    """The query string the browser would show now."""
+    ss = _state(at)
+    bindings = ss.query_params._bindings_by_widget
+    url = {k: v for k, v in at.query_params.items() if k not in ss.query_params._bindings_by_param}
+    for wid in ss._query_param_bound_widget_ids:
+        meta = ss._new_widget_state.widget_metadata.get(wid)
+        binding = bindings.get(wid)
+        if meta is None or binding is None:
+            continue
+        value = ss[wid]
+        if value != meta.deserializer(None):
+            url[binding.param_key] = _coerce_value_for_query_url(
+                meta.serializer(value), meta.value_type
+            )
+    return url
+
+
+def flat(url: dict) -> list[tuple[str, str]]:
+    """A query dict as the address bar has it: (key, value) pairs, one per value, sorted."""
+    pairs = []
+    for k, v in url.items():
+        pairs += [(k, str(x)) for x in (v if isinstance(v, list) else [v])]
+    return sorted(pairs)
+
+
+def controls(at: AppTest) -> list:
+    """Every widget a user can change on the page now (keyed or not), buttons included."""
+    found = []
+    for kind in SELECTION_KINDS + VALUE_KINDS:
+        found += [w for w in at.get(kind) if not w.disabled]
+    found += [b for b in at.get("button") if not b.disabled]
+    return found
+
+
+def _wire(at: AppTest, widget, labels: str | list[str]) -> None:
+    """Send a selection the way the frontend does: the label(s) of the picked option(s)."""
+    states = at._tree.get_widget_states()
+    for ws in states.widgets:
+        if ws.id == widget.id:
+            ws.Clear()
+            ws.id = widget.id
+            if isinstance(labels, list):
+                ws.string_array_value.data[:] = labels
+            else:
+                ws.string_value = labels
+    at._run(states)
+
+
+def change(at: AppTest, rng: random.Random) -> str:
+    """Change one random control to a random valid value and rerun; returns what was done."""
+    widget = rng.choice(controls(at))
+    kind, name = widget.type, widget.key or getattr(widget, "label", "?")
+    if kind == "button":
+        widget.click().run()
+        return f"click {widget.label!r}"
+    if kind in ("selectbox", "radio", "select_slider", "button_group"):
+        label = rng.choice(list(widget.options))
+        _wire(at, widget, [label] if kind in ("select_slider", "button_group") else label)
+        return f"{name} = {label!r}"
+    if kind == "multiselect":
+        picked = rng.sample(list(widget.options), k=min(len(widget.options), rng.randint(0, 2)))
+        _wire(at, widget, picked)
+        return f"{name} = {picked!r}"
+    if kind in ("toggle", "checkbox"):
+        value = not widget.value
+    elif kind == "slider":
+        value = rng.randint(int(widget.min), int(widget.max))
+    elif kind == "number_input":
+        lo, hi, step = widget.min, widget.max, widget.step or 1
+        n_steps = int((hi - lo) / step)
+        value = lo + step * rng.choice([0, 1, 2, rng.randint(0, min(n_steps, 50)), n_steps])
+        value = round(min(value, hi), 6)
+        value = int(value) if isinstance(widget.value, int) else float(value)
+    else:
+        value = rng.choice(TEXTS.get(widget.key, ["", "hello world", "我爱水课"]))
+    widget.set_value(value).run()
+    return f"{name} = {value!r}"
+
+
+def snapshot(at: AppTest) -> dict:
+    """What the page shows: widget values by key, figure data, tables, metrics and texts."""
+    widgets = {}
+    for kind in SELECTION_KINDS + VALUE_KINDS:
+        for w in at.get(kind):
+            if w.key and w.key not in ACTIONS_ONLY:
+                widgets[f"{kind}:{w.key}"] = repr(w.value)
+    figures = [c.proto.spec for c in at.get("plotly_chart")]  # the figure JSON, as sent
+    tables = [df.value.to_json() for df in at.get("dataframe")]
+    texts = []
+    for kind in ("title", "subheader", "markdown", "caption", "latex", "info", "warning", "error"):
+        texts += [f"{kind}:{e.value}" for e in at.get(kind)]
+    metrics = [f"{m.label}={m.value}" for m in at.get("metric")]
+    return {
+        "widgets": widgets,
+        "figures": figures,
+        "tables": tables,
+        "texts": texts,
+        "metrics": metrics,
+    }
+
+
+def differences(a: dict, b: dict) -> list[str]:
+    """Human-readable differences between two snapshots (empty when they match)."""
+    out = []
+    for key in sorted(set(a["widgets"]) | set(b["widgets"])):
+        if a["widgets"].get(key) != b["widgets"].get(key):
+            out.append(f"{key}: {a['widgets'].get(key)} != {b['widgets'].get(key)}")
+    if len(a["figures"]) != len(b["figures"]):
+        out.append(f"{len(a['figures'])} figures != {len(b['figures'])}")
+    else:
+        for i, (fa, fb) in enumerate(zip(a["figures"], b["figures"], strict=True)):
+            if fa != fb:
+                title = json.loads(fa).get("layout", {}).get("title", {}).get("text", "")
+                out.append(f"figure {i} ({title!r}) differs")
+    for kind in ("tables", "texts", "metrics"):
+        if a[kind] != b[kind]:
+            only_a = [x for x in a[kind] if x not in b[kind]][:3]
+            only_b = [x for x in b[kind] if x not in a[kind]][:3]
+            out.append(f"{kind} differ: {str(only_a)[:300]} vs {str(only_b)[:300]}")
+    return out
