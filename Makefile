@@ -42,10 +42,11 @@ unit: $(TEST_STAMP)
 e2e: $(TEST_STAMP)
 	$(PY) -m pytest -m e2e
 
-bench: $(RUN_STAMP)
+# bench/load.py starts its own servers (`make run`'s settings); BENCH_FLAGS=--quick for a short run.
+bench: $(TEST_STAMP)
 	$(MALLOC) $(PY) bench/engine.py
 	$(MALLOC) $(PY) bench/hooked.py
-	$(MALLOC) $(PY) bench/app.py
+	$(PY) bench/load.py $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
