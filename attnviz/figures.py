@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 from collections.abc import Sequence
 
 import numpy as np
@@ -218,7 +220,9 @@ def mosaic(
             img[y0 + th + d - 1, x0 - d : x0 + tw + d] = colour
             img[y0 - d : y0 + th + d, x0 - d] = colour
             img[y0 - d : y0 + th + d, x0 + tw + d - 1] = colour
-    fig = go.Figure(go.Image(z=img, hoverinfo="skip"))
+    # A compressed image, not the raw RGB array: plotly would send that as base64 JSON (~1.9 MB
+    # at any n); as PNG it is tens of kilobytes and the browser decodes it.
+    fig = go.Figure(go.Image(source=png_data_uri(img), hoverinfo="skip"))
     # One invisible marker per thumbnail: hovering names the head, clicking selects it.
     centres = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
     fig.add_trace(
@@ -256,6 +260,17 @@ def mosaic(
         # Keep thumbnails near their pixel size: no tall empty band around a one-layer mosaic.
         height = min(900, max(180, int(img.shape[0] * 1.6) + 70))
     return _layout(fig, title, height)
+
+
+def png_data_uri(img: np.ndarray) -> str:
+    """An RGB uint8 image [h, w, 3] as a PNG data URI (lossless, zlib level 9)."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(img, dtype=np.uint8)).save(
+        buf, format="PNG", optimize=True
+    )
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def _thumb_size(n_q: int, n_k: int, thumb: int) -> tuple[int, int]:

@@ -39,10 +39,12 @@ from wsclient import Session  # noqa: E402
 
 # Today's settings, before issue 8: a full gc after every script run, no gc.freeze, no compression.
 OLD = {
+    "cmd": [str(ROOT / ".venv" / "bin" / "streamlit"), "run"],
     "args": ["--runner.postScriptGC", "true", "--server.enableWebsocketCompression", "false"],
     "env": {"ATTNVIZ_GC_FREEZE": "0"},
 }
-NEW: dict = {"args": [], "env": {}}
+# `make run`: streamlit run with the model loading in the background from the start.
+NEW: dict = {"cmd": [sys.executable, "-m", "attnviz.ui.serve"], "args": [], "env": {}}
 MALLOC = {"MALLOC_MMAP_THRESHOLD_": "268435456", "MALLOC_TRIM_THRESHOLD_": "536870912"}
 WORDS = " ".join(
     [
@@ -82,8 +84,7 @@ class Server:
         self.name = name
         env = {**os.environ, **MALLOC, **settings["env"]}
         cmd = [
-            str(ROOT / ".venv" / "bin" / "streamlit"),
-            "run",
+            *settings["cmd"],
             "app.py",
             "--server.port",
             str(self.port),
@@ -361,7 +362,11 @@ def main() -> None:
     ap.add_argument("--baseline-load", action="store_true", help="the load runs on it too")
     ap.add_argument("--sentences", type=int, default=0, help="one user, this many sentences")
     ap.add_argument("--cold", action="store_true", help="first visitor on a cold server")
+    ap.add_argument("--new-args", default="", help="extra streamlit options for the new server")
+    ap.add_argument("--new-env", default="", help="extra VAR=value,... for the new server")
     args = ap.parse_args()
+    NEW["args"] = args.new_args.split()
+    NEW["env"] = dict(kv.split("=", 1) for kv in args.new_env.split(",") if kv)
     sessions = [1, 5] if args.quick else [int(x) for x in args.sessions.split(",")]
     reps = 5 if args.quick else args.reps
     think = tuple(float(x) for x in args.think.split(","))
@@ -369,8 +374,6 @@ def main() -> None:
 
     if args.cold:
         print("cold start (time from the first request):")
-        if not args.no_baseline:
-            cold_start(OLD, "today")
         cold_start(NEW, "new")
         return
 

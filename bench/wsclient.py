@@ -69,6 +69,8 @@ class Session:
         self.widgets: dict[str, tuple[str, str]] = {}  # key -> (widget id, fragment id)
         self.states: dict[str, WidgetState] = {}  # widget id -> state we set
         self.cached: set[str] = set()
+        self.page_hash = ""  # the server names the page in new_session; reruns repeat it
+        self.auto: dict[str, float] = {}  # fragment id -> seconds (st.fragment(run_every=...))
 
     async def __aenter__(self) -> Session:
         ws_url = self.url.replace("http", "ws", 1) + "/_stcore/stream"
@@ -86,11 +88,13 @@ class Session:
         if self.ws is not None:
             await self.ws.close()
 
-    async def rerun(self, fragment: str = "") -> Rerun:
+    async def rerun(self, fragment: str = "", auto: bool = False) -> Rerun:
         msg = BackMsg()
         rs = msg.rerun_script
+        rs.is_auto_rerun = auto
         rs.query_string = self.query
         rs.page_name = self.page
+        rs.page_script_hash = self.page_hash
         rs.fragment_id = fragment
         rs.widget_states.widgets.extend(self.states.values())
         rs.cached_message_hashes.extend(sorted(self.cached))
@@ -100,11 +104,15 @@ class Session:
         return await self._until_finished(t0, wire0)
 
     async def wait_for(self, key: str, timeout: float) -> Rerun | None:
-        """Read server-started reruns (no request) until an element with `key` arrives."""
+        """Do what the browser does for fragments with run_every (rerun them at their interval)
+        until an element with `key` arrives; None if it does not within `timeout` s."""
         t0 = time.perf_counter()
-        wire0 = self.ws.wire_bytes
         while time.perf_counter() - t0 < timeout:
-            run = await self._until_finished(t0, wire0)
+            if not self.auto:
+                return None
+            fragment, interval = next(iter(self.auto.items()))
+            await asyncio.sleep(interval)
+            run = await self.rerun(fragment, auto=True)
             if key in run.elements:
                 return run
         return None
@@ -122,7 +130,16 @@ class Session:
                 self.cached.add(fwd.hash)
             if kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
                 self._see(fwd.delta.new_element, fwd.delta.fragment_id, run)
+            elif kind == "navigation":
+                self.page_hash = fwd.navigation.page_script_hash
+            elif kind == "auto_rerun":
+                self.auto[fwd.auto_rerun.fragment_id] = fwd.auto_rerun.interval
+            elif kind == "stop_auto_rerun":
+                for fragment in fwd.stop_auto_rerun.fragment_ids:
+                    self.auto.pop(fragment, None)
             elif kind == "script_finished":
+                if fwd.script_finished == ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN:
+                    continue  # st.rerun(): the run that follows is part of this one
                 run.status = fwd.script_finished
                 run.seconds = time.perf_counter() - t0
                 run.wire_bytes = self.ws.wire_bytes - wire0

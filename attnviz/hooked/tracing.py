@@ -121,6 +121,11 @@ def trace_batch(
     def cpu(t: torch.Tensor) -> torch.Tensor:
         return t if on_cpu else t.to("cpu", torch.float32)
 
+    def keep(t: torch.Tensor) -> torch.Tensor:
+        # LayerTrace stores tensors where they are and converts on access (attnviz.trace): on a
+        # GPU, a view copies to the CPU only what it draws, not every tensor of the trace.
+        return t
+
     meta = {
         "device": model.device,
         "use_scale": use_scale,
@@ -142,16 +147,16 @@ def trace_batch(
             x = out.hidden_states[i][b] if out.hidden_states is not None else None  # [n, d_model]
             layers.append(
                 LayerTrace(
-                    q=cpu(rec["q"][b]),  # [head, n, d_head]
-                    k=cpu(rec["k"][b]),  # [head, n, d_head]
-                    v=cpu(rec["v"][b]),  # [head, n, d_head]
-                    scores=cpu(rec["scores"][b]),  # [head, n, n]
+                    q=keep(rec["q"][b]),  # [head, n, d_head]
+                    k=keep(rec["k"][b]),  # [head, n, d_head]
+                    v=keep(rec["v"][b]),  # [head, n, d_head]
+                    scores=keep(rec["scores"][b]),  # [head, n, n]
                     scale=float(rec["scale"]),
                     mask=mask,  # [n, n] shared by all layers
-                    weights=cpu(rec["weights"][b]),  # [head, n, n]
-                    z=cpu(rec["z"][b]),  # [head, n, d_head]
-                    output=cpu(outputs[i][b]),  # [n, d_model]
-                    x=None if x is None else cpu(x),
+                    weights=keep(rec["weights"][b]),  # [head, n, n]
+                    z=keep(rec["z"][b]),  # [head, n, d_head]
+                    output=keep(outputs[i][b]),  # [n, d_model]
+                    x=None if x is None else keep(x),
                 )
             )
         traces.append(

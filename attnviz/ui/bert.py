@@ -5,7 +5,9 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
+from attnviz import warmup
 from attnviz.trace import Trace
+from attnviz.ui.caching import cached_trace
 from attnviz.ui.common import t
 
 
@@ -21,8 +23,30 @@ def load_bert(name: str | None, device: str, _progress=None):
     return load_model(name or None, device=device, progress=_progress)
 
 
+@st.fragment(run_every=0.5)
+def _wait_for_bundled() -> None:
+    """Progress while the background loader works; the whole page reruns once it is done."""
+    if warmup.ready():
+        st.rerun()
+    message, seconds = warmup.progress()
+    st.info(t("serve.loading", msg=message, s=seconds), icon=":material/hourglass_top:")
+
+
 def get_model(name: str | None, device: str):
-    """The model, with progress while it loads and a clear message (None) when it cannot."""
+    """The model, with progress while it loads and a clear message (None) when it cannot.
+
+    The bundled model comes from the background loader started with the server (attnviz.warmup):
+    until it is ready the page shows its progress and returns None."""
+    if name is None and device == "auto":
+        warmup.start()
+        if not warmup.ready():
+            _wait_for_bundled()
+            return None
+        try:
+            return warmup.bundled_model()
+        except (ValueError, OSError, RuntimeError) as err:
+            st.error(t("bert.load_failed", name=t("bert.bundled"), msg=err))
+            return None
     try:
         with st.status(t("bert.loading", name=name or t("bert.bundled")), expanded=False) as status:
             model = load_bert(name or None, device, _progress=lambda m: status.update(label=m))
@@ -35,7 +59,6 @@ def get_model(name: str | None, device: str):
         return None
 
 
-@st.cache_resource(max_entries=24, show_spinner=False)
 def bert_trace(
     _model,
     model_key: tuple[str, str],
@@ -46,15 +69,20 @@ def bert_trace(
     ablate: tuple[tuple[int, int], ...] = (),
     mask_tokens: tuple[int, ...] = (),
 ) -> Trace:
-    """A trace per (model, text, knobs); shared read-only between sessions."""
+    """A trace per (model, text, knobs); shared read-only between sessions, in the byte-bounded
+    cache (attnviz.ui.caching)."""
     from attnviz.hooked import trace_model
 
-    return trace_model(
-        _model,
-        text,
-        text_pair=pair,
-        use_scale=use_scale,
-        temperature=temperature,
-        ablate=ablate,
-        mask_tokens=mask_tokens,
+    key = ("bert", model_key, text, pair, use_scale, temperature, ablate, mask_tokens)
+    return cached_trace(
+        key,
+        lambda: trace_model(
+            _model,
+            text,
+            text_pair=pair,
+            use_scale=use_scale,
+            temperature=temperature,
+            ablate=ablate,
+            mask_tokens=mask_tokens,
+        ),
     )

@@ -9,9 +9,10 @@ import streamlit as st
 import torch
 
 from attnviz import figures, frames
-from attnviz.trace import Trace, heads_linking, mean_entropy, mean_max_weight
+from attnviz.trace import Trace, heads_linking, mean_entropy, mean_max_weight, pooled_weights
 from attnviz.ui.common import chart, t, url_seed, url_sync
 
+MOSAIC_THUMB = 48  # pixels a side of one head's thumbnail in the overview
 VIEWS = ("heads", "overview", "detail", "query", "link", "outputs", "stats")
 
 
@@ -110,11 +111,17 @@ def overview(trace: Trace) -> None:
         layer = pick_layer(trace)
     with c2:
         head = pick_head(trace)
+    # No highlight in the picture: it stays the same when only the head changes, so the browser
+    # keeps it (Streamlit sends a reference to a message it already holds, not the image again).
     fig = figures.mosaic(
-        trace.weights(), shared_scale=shared, selected=(layer, head), title=t("ex.overview_title")
+        pooled_weights(trace, MOSAIC_THUMB, MOSAIC_THUMB),
+        thumb=MOSAIC_THUMB,
+        shared_scale=shared,
+        title=t("ex.overview_title"),
     )
     chart(fig, key="mosaic", on_select=_mosaic_pick, selection_mode="points")
     st.caption(t("ex.overview_help"))
+    st.caption(t("ex.overview_selected", l=layer, h=head))
     _head_triplet(trace, layer, head, shared=False)
 
 
@@ -166,10 +173,12 @@ def _head_triplet(trace: Trace, layer: int, head: int, shared: bool) -> None:
             **common,
         )
         chart(fig, key="detail_weights")
-    csv = frames.matrix_frame(lt.weights[head], trace.tokens, trace.key_tokens).to_csv()
+    # A callable: the CSV is built only when someone downloads it, not on every rerun.
     st.download_button(
         t("ex.csv_matrix"),
-        csv,
+        lambda: frames.matrix_frame(
+            lt.head("weights", head), trace.tokens, trace.key_tokens
+        ).to_csv(),
         file_name=f"weights_L{layer}_H{head}.csv",
         mime="text/csv",
         on_click="ignore",
@@ -347,7 +356,7 @@ def stats(trace: Trace) -> None:
     )
     st.download_button(
         t("ex.csv_stats"),
-        table.to_csv(index=False),
+        lambda: table.to_csv(index=False),
         file_name="head_stats.csv",
         mime="text/csv",
         on_click="ignore",

@@ -1,0 +1,50 @@
+"""Trace caches for the whole server, bounded by bytes (attnviz.budget: cache_bytes), compact
+(attnviz.trace.compact), and released when the sessions that read them end."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Hashable
+
+import streamlit as st
+from streamlit.runtime import Runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from attnviz.budget import budget
+from attnviz.bytecache import ByteCache
+from attnviz.trace import Trace, compact
+
+SWEEP_S = 5.0  # how often traces of ended sessions are released
+
+
+def _sweep(cache: ByteCache) -> None:
+    while True:
+        time.sleep(SWEEP_S)
+        if Runtime.exists():
+            cache.release(Runtime.instance().is_active_session)
+
+
+@st.cache_resource(show_spinner=False)
+def trace_cache() -> ByteCache:
+    """One cache of traces for every session of the process."""
+    cache = ByteCache(budget().cache_bytes, lambda trace: trace.nbytes())
+    threading.Thread(target=_sweep, args=(cache,), name="attnviz-cache-sweep", daemon=True).start()
+    return cache
+
+
+@st.cache_resource(show_spinner=False)
+def _workers() -> threading.BoundedSemaphore:
+    return threading.BoundedSemaphore(budget().trace_workers)
+
+
+def cached_trace(key: Hashable, make: Callable[[], Trace]) -> Trace:
+    """The trace for `key`, made (at most budget().trace_workers at a time, so a class typing at
+    once does not hold thirty full traces) and compacted on a miss. Shared: treat as read-only."""
+    ctx = get_script_run_ctx()
+
+    def made() -> Trace:
+        with _workers():
+            return compact(make())
+
+    return trace_cache().get(key, made, owner=ctx.session_id if ctx else None)
