@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import io
 from collections.abc import Sequence
@@ -170,6 +171,7 @@ def diff_heatmap(
     )
 
 
+@functools.cache
 def _colour_lut(colorscale: str, n: int = 256) -> np.ndarray:
     rgb = sample_colorscale(colorscale, list(np.linspace(0, 1, n)), colortype="tuple")
     return (np.array(rgb) * (255 if max(max(c) for c in rgb) <= 1 else 1)).astype(np.uint8)
@@ -202,8 +204,8 @@ def mosaic(
         norm = pooled / pooled.amax().clamp_min(1e-12)
     else:
         norm = pooled / pooled.amax(dim=(1, 2), keepdim=True).clamp_min(1e-12)
-    lut = _colour_lut(WEIGHTS_SCALE)
-    idx = (norm.clamp(0, 1) * 255).round().long().numpy()  # [L*H, th, tw]
+    lut = _colour_lut(WEIGHTS_SCALE, 255)  # 255 levels + white: a 256-colour palette PNG
+    idx = (norm.clamp(0, 1) * 254).round().long().numpy()  # [L*H, th, tw]
     tiles = lut[idx].reshape(n_layers, n_heads, th, tw, 3)  # [L, H, th, tw, rgb]
     cell_h, cell_w = th + gap, tw + gap
     img = np.full((n_layers * cell_h + gap, n_heads * cell_w + gap, 3), 255, dtype=np.uint8)
@@ -263,13 +265,23 @@ def mosaic(
 
 
 def png_data_uri(img: np.ndarray) -> str:
-    """An RGB uint8 image [h, w, 3] as a PNG data URI (lossless, zlib level 9)."""
+    """An RGB uint8 image [h, w, 3] as a PNG data URI, lossless. An image of at most 256 colours
+    (the mosaic: 255 levels and white) is written with a palette: one byte a pixel, ~25 KB for
+    the 6 x 12 heads of BERT, in ~25 ms (RGB with zlib's best: ~125 KB in ~0.8 s)."""
     from PIL import Image
 
+    h, w, _ = img.shape
+    flat = img.reshape(-1, 3).astype(np.uint32)  # [h*w, rgb]
+    packed = (flat[:, 0] << 16) | (flat[:, 1] << 8) | flat[:, 2]  # [h*w]
+    colours, index = np.unique(packed, return_inverse=True)
+    if len(colours) <= 256:
+        im = Image.fromarray(index.reshape(h, w).astype(np.uint8))
+        rgb = np.stack([(colours >> 16) & 255, (colours >> 8) & 255, colours & 255], axis=1)
+        im.putpalette(rgb.astype(np.uint8).tobytes())
+    else:
+        im = Image.fromarray(np.ascontiguousarray(img, dtype=np.uint8))
     buf = io.BytesIO()
-    Image.fromarray(np.ascontiguousarray(img, dtype=np.uint8)).save(
-        buf, format="PNG", optimize=True
-    )
+    im.save(buf, format="PNG", compress_level=6)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
