@@ -22,10 +22,11 @@ $(RUN_STAMP): requirements.txt | $(PY)
 $(TEST_STAMP): requirements.txt requirements-test.txt | $(PY)
 	$(PY) -m pip install --quiet -r requirements-test.txt
 	@# Browser tests use Debian's chromium (Playwright never downloads a browser here), and the
-	@# screenshots need a CJK font to show the Chinese interface.
-	@{ command -v chromium && fc-list :lang=zh | grep -q . ; } >/dev/null 2>&1 || { \
+	@# screenshots need a CJK font to show the Chinese interface; tests/test_deploy.py runs
+	@# deploy/nginx.conf with Debian's nginx.
+	@{ command -v chromium && fc-list :lang=zh | grep -q . && test -x /usr/sbin/nginx ; } >/dev/null 2>&1 || { \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium fonts-noto-cjk; }
+		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium fonts-noto-cjk nginx; }
 	touch $(RUN_STAMP) $@
 
 # attnviz.ui.serve is `streamlit run` with the bundled model loading in the background from the start.

@@ -60,8 +60,16 @@ def _key_of(element_id: str) -> str:
 class Session:
     """One browser tab: a websocket, its widgets (by key) and its message cache."""
 
-    def __init__(self, url: str, page: str = "", query: str = "", timeout: float = 120) -> None:
+    def __init__(
+        self,
+        url: str,
+        page: str = "",
+        query: str = "",
+        timeout: float = 120,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
+        self.headers = headers or {}
         self.page = page
         self.query = query
         self.timeout = timeout
@@ -81,6 +89,7 @@ class Session:
             max_size=None,
             open_timeout=self.timeout,
             create_connection=CountingConnection,
+            additional_headers=self.headers,
         )
         return self
 
