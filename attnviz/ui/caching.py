@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Hashable
+from typing import Any
 
 import streamlit as st
 from streamlit.runtime import Runtime
@@ -48,3 +50,27 @@ def cached_trace(key: Hashable, make: Callable[[], Trace]) -> Trace:
             return compact(make())
 
     return trace_cache().get(key, made, owner=ctx.session_id if ctx else None)
+
+
+_per_trace: dict[int, tuple[weakref.ref, dict]] = {}
+_per_trace_lock = threading.Lock()
+
+
+def per_trace(trace: Trace, key: Hashable, make: Callable[[], Any]) -> Any:
+    """`make()` once per (trace, key) while the trace lives, e.g. the overview figure, which a
+    head change would otherwise rebuild (pool, colour, PNG) for the same picture."""
+    tid = id(trace)
+    with _per_trace_lock:
+        ref, memo = _per_trace.get(tid, (None, None))
+        if ref is None or ref() is not trace:
+            memo = {}
+            _per_trace[tid] = (
+                weakref.ref(trace, lambda _r, tid=tid: _per_trace.pop(tid, None)),
+                memo,
+            )
+        if key in memo:
+            return memo[key]
+    value = make()
+    with _per_trace_lock:
+        memo[key] = value
+    return value

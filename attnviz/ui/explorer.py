@@ -10,6 +10,7 @@ import torch
 
 from attnviz import figures, frames
 from attnviz.trace import Trace, heads_linking, mean_entropy, mean_max_weight, pooled_weights
+from attnviz.ui.caching import per_trace
 from attnviz.ui.common import chart, t, url_seed, url_sync
 
 MOSAIC_THUMB = 48  # pixels a side of one head's thumbnail in the overview
@@ -113,11 +114,16 @@ def overview(trace: Trace) -> None:
         head = pick_head(trace)
     # No highlight in the picture: it stays the same when only the head changes, so the browser
     # keeps it (Streamlit sends a reference to a message it already holds, not the image again).
-    fig = figures.mosaic(
-        pooled_weights(trace, MOSAIC_THUMB, MOSAIC_THUMB),
-        thumb=MOSAIC_THUMB,
-        shared_scale=shared,
-        title=t("ex.overview_title"),
+    title = t("ex.overview_title")
+    fig = per_trace(
+        trace,
+        ("mosaic", shared, title),
+        lambda: figures.mosaic(
+            pooled_weights(trace, MOSAIC_THUMB, MOSAIC_THUMB),
+            thumb=MOSAIC_THUMB,
+            shared_scale=shared,
+            title=title,
+        ),
     )
     chart(fig, key="mosaic", on_select=_mosaic_pick, selection_mode="points")
     st.caption(t("ex.overview_help"))
