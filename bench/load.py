@@ -225,7 +225,7 @@ def load_run(server: Server, n: int, n_tokens: int, think: tuple[float, float]) 
     else:
         students = asyncio.run(crowd(server.url, n, n_tokens, think))
     wall = (time.perf_counter() - t0) / (ONES if n == 1 else 1)
-    time.sleep(3)  # sessions closed; give the server a moment to release them
+    time.sleep(8)  # sessions closed: the cache releases their traces within 5 s
     steps = [st for s in students for st in s.steps]
     lat = [st.seconds for st in steps if st.ok]
     errors = sum(not st.ok for st in steps) + sum(bool(s.error) for s in students)
@@ -295,7 +295,7 @@ def distinct_sentences(server: Server, count: int, n_tokens: int) -> None:
     before = server.rss()
     server.reset_peak()
     asyncio.run(go())
-    time.sleep(3)
+    time.sleep(8)  # the session closed: the cache releases its traces within 5 s
     print(
         f"  RSS before {before:.0f} MB, peak {server.peak:.0f} MB, "
         f"after close {server.rss():.0f} MB"
