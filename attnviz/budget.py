@@ -21,7 +21,7 @@ class Budget:
     max_weight_bytes: int = 1 * GiB  # ATTNVIZ_MAX_WEIGHT_BYTES: the toy stack's weights, all layers
     max_trace_bytes: int = 512 * MiB  # ATTNVIZ_MAX_TRACE_BYTES: the tensors of one trace
     max_model_bytes: int = 8 * GiB  # ATTNVIZ_MAX_MODEL_BYTES: a pretrained model's parameters
-    cache_bytes: int = 1 * GiB  # ATTNVIZ_CACHE_BYTES: all cached traces and figures together
+    cache_bytes: int = 512 * MiB  # ATTNVIZ_CACHE_BYTES: all cached traces and figures together
     trace_workers: int = 2  # ATTNVIZ_TRACE_WORKERS: traces computed at once (the rest wait)
 
     def __post_init__(self) -> None:
