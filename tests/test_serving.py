@@ -206,3 +206,24 @@ def test_budget_reads_the_serving_limits_from_the_environment(monkeypatch, var, 
     monkeypatch.setenv(var, value)
     b = Budget(**_from_env())
     assert getattr(b, var.removeprefix("ATTNVIZ_").lower()) == int(value)
+
+
+def test_downloads_kept_with_the_session_do_not_hold_the_whole_trace(monkeypatch) -> None:
+    import gc
+    import weakref
+
+    from attnviz.ui import explorer
+
+    captured = {}
+    monkeypatch.setattr(
+        explorer.st, "download_button", lambda label, data, **kw: captured.update({kw["key"]: data})
+    )
+    trace = trace_text("the cat sat on the mat", StackConfig(d_model=16, n_heads=2))
+    explorer.export_json(trace)
+    build = captured["json_trace"]
+    assert json.loads(build())["tokens"] == trace.tokens  # works while the trace lives
+    ref = weakref.ref(trace)
+    del trace
+    gc.collect()
+    assert ref() is None  # the callable Streamlit keeps did not pin the trace
+    assert "error" in json.loads(build())

@@ -4,6 +4,7 @@ outputs, head statistics. Each view is a fragment: picking a head reruns only th
 from __future__ import annotations
 
 import json
+import weakref
 
 import streamlit as st
 import torch
@@ -179,12 +180,12 @@ def _head_triplet(trace: Trace, layer: int, head: int, shared: bool) -> None:
             **common,
         )
         chart(fig, key="detail_weights")
-    # A callable: the CSV is built only when someone downloads it, not on every rerun.
+    # A callable: the CSV is built only when someone downloads it, not on every rerun. Streamlit
+    # keeps the callable with the session, so it holds one head's weights, not the whole trace.
+    w, rows, cols = lt.head("weights", head).clone(), list(trace.tokens), list(trace.key_tokens)
     st.download_button(
         t("ex.csv_matrix"),
-        lambda: frames.matrix_frame(
-            lt.head("weights", head), trace.tokens, trace.key_tokens
-        ).to_csv(),
+        lambda: frames.matrix_frame(w, rows, cols).to_csv(),
         file_name=f"weights_L{layer}_H{head}.csv",
         mime="text/csv",
         on_click="ignore",
@@ -371,9 +372,19 @@ def stats(trace: Trace) -> None:
 
 
 def export_json(trace: Trace) -> None:
+    # Streamlit keeps this callable with the session until its next run: a weak reference lets a
+    # trace leave the byte-bounded cache (a class of 30 at 512 tokens kept ~100 MB per session).
+    ref = weakref.ref(trace)
+
+    def build() -> str:
+        alive = ref()
+        if alive is None:
+            return json.dumps({"error": t("serve.json_expired")}, ensure_ascii=False)
+        return json.dumps(frames.trace_to_dict(alive), ensure_ascii=False)
+
     st.download_button(
         t("ex.json_trace"),
-        lambda: json.dumps(frames.trace_to_dict(trace), ensure_ascii=False),
+        build,
         file_name="attnviz_trace.json",
         mime="application/json",
         on_click="ignore",
