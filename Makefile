@@ -22,14 +22,16 @@ $(RUN_STAMP): requirements.txt | $(PY)
 $(TEST_STAMP): requirements.txt requirements-test.txt | $(PY)
 	$(PY) -m pip install --quiet -r requirements-test.txt
 	@# Browser tests use Debian's chromium (Playwright never downloads a browser here), and the
-	@# screenshots need a CJK font to show the Chinese interface.
-	@{ command -v chromium && fc-list :lang=zh | grep -q . ; } >/dev/null 2>&1 || { \
+	@# screenshots need a CJK font to show the Chinese interface; tests/test_deploy.py runs
+	@# deploy/nginx.conf with Debian's nginx.
+	@{ command -v chromium && fc-list :lang=zh | grep -q . && test -x /usr/sbin/nginx ; } >/dev/null 2>&1 || { \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium fonts-noto-cjk; }
+		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium fonts-noto-cjk nginx; }
 	touch $(RUN_STAMP) $@
 
+# attnviz.ui.serve is `streamlit run` with the bundled model loading in the background from the start.
 run: $(RUN_STAMP)
-	$(MALLOC) $(VENV)/bin/streamlit run app.py --server.port $(PORT) --browser.gatherUsageStats false
+	$(MALLOC) $(PY) -m attnviz.ui.serve app.py --server.port $(PORT) --browser.gatherUsageStats false
 
 test: $(TEST_STAMP)
 	$(VENV)/bin/ruff format --check .
@@ -42,11 +44,12 @@ unit: $(TEST_STAMP)
 e2e: $(TEST_STAMP)
 	$(PY) -m pytest -m e2e
 
-bench: $(RUN_STAMP)
+# bench/load.py starts its own servers (`make run`'s settings); BENCH_FLAGS=--quick for a short run.
+bench: $(TEST_STAMP)
 	$(MALLOC) $(PY) bench/engine.py
 	$(MALLOC) $(PY) bench/hooked.py
-	$(MALLOC) $(PY) bench/app.py
 	$(MALLOC) $(PY) bench/hostile.py
+	$(PY) bench/load.py $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

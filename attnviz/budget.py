@@ -21,9 +21,10 @@ class Budget:
     max_weight_bytes: int = 1 * GiB  # ATTNVIZ_MAX_WEIGHT_BYTES: the toy stack's weights, all layers
     max_trace_bytes: int = 512 * MiB  # ATTNVIZ_MAX_TRACE_BYTES: the tensors of one trace
     max_model_bytes: int = 8 * GiB  # ATTNVIZ_MAX_MODEL_BYTES: a pretrained model's parameters
-    cache_bytes: int = 1 * GiB  # ATTNVIZ_CACHE_BYTES: all cached traces and figures together
+    cache_bytes: int = 512 * MiB  # ATTNVIZ_CACHE_BYTES: all cached traces and figures together
     max_text_chars: int = 100_000  # ATTNVIZ_MAX_TEXT_CHARS: characters in one sentence
     max_work: int = 100 * 10**9  # ATTNVIZ_MAX_WORK: floating-point operations of one trace
+    trace_workers: int = 2  # ATTNVIZ_TRACE_WORKERS: traces computed at once (the rest wait)
 
     def __post_init__(self) -> None:
         for f in fields(self):

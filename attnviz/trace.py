@@ -7,6 +7,41 @@ from typing import Any
 
 import torch
 
+_MISSING = object()
+
+
+def to_view(t: torch.Tensor | None) -> torch.Tensor | None:
+    """What a view reads: on the CPU, float32 (bool masks stay bool). A no-op when it already is."""
+    if t is None:
+        return None
+    if t.dtype == torch.bool:
+        return t if t.device.type == "cpu" else t.cpu()
+    if t.device.type == "cpu" and t.dtype == torch.float32:
+        return t
+    return t.to("cpu", torch.float32)
+
+
+class _Stored:
+    """A LayerTrace tensor field stored as given (any device, any dtype, or a function of the layer
+    that recomputes it) and read as a CPU float32 tensor, converted on each access: a trace may
+    stay on the GPU, or in float16, and a view copies only the field it reads."""
+
+    def __init__(self, default: Any = _MISSING) -> None:
+        self.default = default
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name, self.slot = name, f"_stored_{name}"
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:  # dataclass asks the class for a default
+            if self.default is _MISSING:
+                raise AttributeError(self.name)
+            return self.default
+        return to_view(obj.stored(self.name))
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self.slot] = value
+
 
 @dataclass
 class LayerTrace:
@@ -23,26 +58,48 @@ class LayerTrace:
     | z       | [n_heads, n_q, d_head]   | per-head output, weights @ v                         |
     | output  | [n_q, d_model]           | the block's output after W_O, before the residual    |
     | x       | [n_q, d_model] or None   | the input the queries were projected from            |
+
+    Reading a field gives a CPU float32 tensor. What is stored may live on another device or be
+    float16 (`compact`), or be recomputed from the others on access: `stored(name)` returns it as
+    stored, `head(name, h)` converts one head only.
     """
 
-    q: torch.Tensor
-    k: torch.Tensor
-    v: torch.Tensor
-    scores: torch.Tensor
+    q: torch.Tensor = _Stored()
+    k: torch.Tensor = _Stored()
+    v: torch.Tensor = _Stored()
+    scores: torch.Tensor = _Stored()
     scale: float
-    mask: torch.Tensor | None
-    weights: torch.Tensor
-    z: torch.Tensor
-    output: torch.Tensor
-    x: torch.Tensor | None = None
+    mask: torch.Tensor | None = _Stored()
+    weights: torch.Tensor = _Stored()
+    z: torch.Tensor = _Stored()
+    output: torch.Tensor = _Stored()
+    x: torch.Tensor | None = _Stored(default=None)
+
+    def stored(self, name: str) -> torch.Tensor | None:
+        """The tensor as stored (device and dtype untouched; recomputed if stored as a function)."""
+        raw = self.__dict__[f"_stored_{name}"]
+        return raw(self) if callable(raw) and not isinstance(raw, torch.Tensor) else raw
+
+    def head(self, name: str, h: int) -> torch.Tensor:
+        """One head of a per-head field, CPU float32: on a GPU trace only that head is copied."""
+        return to_view(self.stored(name)[h])
+
+    def nbytes(self) -> int:
+        """Bytes held by this layer's stored tensors (on any device)."""
+        seen, total = set(), 0
+        for raw in self.__dict__.values():
+            if isinstance(raw, torch.Tensor) and raw.data_ptr() not in seen:
+                seen.add(raw.data_ptr())
+                total += raw.numel() * raw.element_size()
+        return total
 
     @property
     def n_heads(self) -> int:
-        return self.q.shape[0]
+        return self.stored("q").shape[0]
 
     @property
     def n_kv_heads(self) -> int:
-        return self.k.shape[0]
+        return self.stored("k").shape[0]
 
     def logits(self) -> torch.Tensor:
         """What softmax sees: scores * scale with -inf where masked. [n_heads, n_q, n_k]"""
@@ -106,6 +163,54 @@ class Trace:
     def weights(self) -> torch.Tensor:
         """All weights stacked. [layer, head, q, k]"""
         return torch.stack([layer.weights for layer in self.layers])
+
+    def nbytes(self) -> int:
+        """Bytes held by the trace's tensors: what a byte-bounded cache counts."""
+        extra = sum(
+            t.numel() * t.element_size() for t in (self.hidden, self.embedding) if t is not None
+        )
+        return extra + sum(layer.nbytes() for layer in self.layers)
+
+
+def pooled_weights(trace: Trace, th: int, tw: int) -> torch.Tensor:
+    """Every head's weights average-pooled to at most th x tw, computed where the trace lives (a
+    GPU trace copies only the pooled mosaic). [layer, head, <=th, <=tw], CPU float32"""
+    out = []
+    for layer in trace.layers:
+        w = layer.stored("weights")  # [head, q, k] on its device
+        n_q, n_k = w.shape[-2:]
+        if n_q > th or n_k > tw:
+            w = torch.nn.functional.adaptive_avg_pool2d(w.float(), (min(th, n_q), min(tw, n_k)))
+        out.append(to_view(w))
+    return torch.stack(out)  # [layer, head, q', k']
+
+
+def _scores_from_qk(layer: LayerTrace) -> torch.Tensor:
+    q, k = layer.stored("q"), layer.stored("k")  # [head, q, d], [kv, k, d]
+    k = k.repeat_interleave(q.shape[0] // k.shape[0], dim=0)  # [head, k, d]
+    return q.float() @ k.float().transpose(-1, -2)  # [head, q, k]
+
+
+def compact(trace: Trace, half: tuple[str, ...] = ()) -> Trace:
+    """The same trace in fewer bytes, for caches: `scores` (n x n per head, 44% of a BERT trace)
+    is recomputed from q and k on access when that gives the recorded values (checked here, else
+    kept). Fields named in `half` are kept in float16 and read back as float32 (~5e-4 relative:
+    invisible in a heatmap, but not in the numbers the pages print and the tests pin to 1e-5, so
+    the app keeps float32). Shares tensors with `trace`; treat both as read-only."""
+    layers = []
+    for layer in trace.layers:
+        stored = {f: layer.stored(f) for f in ("q", "k", "v", "scores", "mask", "weights", "z")}
+        stored |= {"output": layer.stored("output"), "x": layer.stored("x")}
+        new = LayerTrace(scale=layer.scale, **stored)
+        recomputed = _scores_from_qk(layer)
+        if torch.allclose(recomputed, stored["scores"].float(), rtol=1e-4, atol=1e-4):
+            new.scores = _scores_from_qk  # recomputed on access: n x n per head not kept
+        for name in half:
+            t = stored[name]
+            if t is not None and t.is_floating_point():
+                setattr(new, name, t.half())
+        layers.append(new)
+    return Trace(**{**trace.__dict__, "layers": layers})
 
 
 def head_stats(trace: Trace) -> dict[str, torch.Tensor]:

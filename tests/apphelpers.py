@@ -14,6 +14,11 @@ APP = str(ROOT / "app.py")
 
 
 def app(page: str | None = None, query: dict | None = None) -> AppTest:
+    if page and "bert" in page:
+        # AppTest has no browser to rerun the page once the background load is done: wait here.
+        from attnviz import warmup
+
+        warmup.bundled_model()
     at = AppTest.from_file(APP, default_timeout=90)
     if query:
         at.query_params.update(query)

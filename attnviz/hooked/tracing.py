@@ -163,6 +163,11 @@ def trace_batch(
     def cpu(t: torch.Tensor) -> torch.Tensor:
         return t if on_cpu else t.to("cpu", torch.float32)
 
+    def keep(t: torch.Tensor) -> torch.Tensor:
+        # LayerTrace stores tensors where they are and converts on access (attnviz.trace): on a
+        # GPU, a view copies to the CPU only what it draws, not every tensor of the trace.
+        return t
+
     meta = {
         "device": model.device,
         "use_scale": use_scale,
@@ -230,7 +235,10 @@ def _layer_traces(
     n_q: int,
     n_k: int,
 ) -> list[LayerTrace]:
-    """One LayerTrace per block of `part`, for batch item b; equal masks become one tensor."""
+    """One LayerTrace per block of `part`, for batch item b; equal masks become one tensor.
+
+    The tensors stay where the model computed them (a GPU, bfloat16): LayerTrace converts on
+    access (attnviz.trace), so a view copies to the CPU only what it draws."""
     layers = []
     for i, block in enumerate(model.blocks):
         if block.part != part:
@@ -244,18 +252,18 @@ def _layer_traces(
             masks.append(mask)
         x = None
         if model.model_type in POST_LN and out.hidden_states is not None:
-            x = cpu(out.hidden_states[block.layer][b])  # [n, d_model]
+            x = out.hidden_states[block.layer][b]  # [n, d_model]
         layers.append(
             LayerTrace(
-                q=cpu(rec["q"][b]),  # [head, n_q, d_head]
-                k=cpu(rec["k"][b]),  # [kv_head, n_k, d_head]
-                v=cpu(rec["v"][b]),  # [kv_head, n_k, d_head]
-                scores=cpu(rec["scores"][b]),  # [head, n_q, n_k]
+                q=rec["q"][b],  # [head, n_q, d_head]
+                k=rec["k"][b],  # [kv_head, n_k, d_head]
+                v=rec["v"][b],  # [kv_head, n_k, d_head]
+                scores=rec["scores"][b],  # [head, n_q, n_k]
                 scale=float(rec["scale"]),
                 mask=mask,  # [n_q, n_k]
-                weights=cpu(rec["weights"][b]),  # [head, n_q, n_k]
-                z=cpu(rec["z"][b]),  # [head, n_q, d_head]
-                output=cpu(outputs[i][b]),  # [n_q, d_model]
+                weights=rec["weights"][b],  # [head, n_q, n_k]
+                z=rec["z"][b],  # [head, n_q, d_head]
+                output=outputs[i][b],  # [n_q, d_model]
                 x=x,
             )
         )

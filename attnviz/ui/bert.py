@@ -5,9 +5,10 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
-from attnviz import markup
+from attnviz import markup, warmup
 from attnviz.public import check_model, public
 from attnviz.trace import Trace
+from attnviz.ui.caching import cached_trace
 from attnviz.ui.common import t
 
 DTYPES = ["float32", "bfloat16", "auto"]  # "auto": bfloat16 on a GPU, float32 on the CPU
@@ -25,12 +26,34 @@ def load_bert(name: str | None, device: str, _progress=None, dtype: str = "float
     return load_model(name or None, device=device, progress=_progress, dtype=dtype)
 
 
+@st.fragment(run_every=0.5)
+def _wait_for_bundled() -> None:
+    """Progress while the background loader works; the whole page reruns once it is done."""
+    if warmup.ready():
+        st.rerun()
+    message, seconds = warmup.progress()
+    st.info(t("serve.loading", msg=message, s=seconds), icon=":material/hourglass_top:")
+
+
 def get_model(name: str | None, device: str, dtype: str = "float32"):
     """The model, with progress while it loads and a clear message (None) when it cannot.
 
-    Names are shown as code and messages escaped: nothing typed becomes Markdown. In public mode a
-    name outside the allowlist is refused before anything looks at the disk or the Hub, and a
-    failure says only that the model could not be loaded (no paths, no library errors)."""
+    The bundled model comes from the background loader started with the server (attnviz.warmup):
+    until it is ready the page shows its progress and returns None. Names are shown as code and
+    messages escaped: nothing typed becomes Markdown. In public mode a name outside the allowlist
+    is refused before anything looks at the disk or the Hub, and a failure says only that the
+    model could not be loaded (no paths, no library errors)."""
+    if name is None and device == "auto" and dtype == "float32":
+        warmup.start()
+        if not warmup.ready():
+            _wait_for_bundled()
+            return None
+        try:
+            return warmup.bundled_model()
+        except (ValueError, OSError, RuntimeError) as err:
+            msg = t("bert.load_failed_public") if public() else markup.escape(err)
+            st.error(t("bert.load_failed", name=t("bert.bundled"), msg=msg))
+            return None
     try:
         name = check_model(name)
     except (ValueError, TypeError) as err:
@@ -56,7 +79,6 @@ def get_model(name: str | None, device: str, dtype: str = "float32"):
     return None
 
 
-@st.cache_resource(max_entries=24, show_spinner=False)
 def bert_trace(
     _model,
     model_key: tuple[str, ...],
@@ -67,15 +89,20 @@ def bert_trace(
     ablate: tuple[tuple[int, int], ...] = (),
     mask_tokens: tuple[int, ...] = (),
 ) -> Trace:
-    """A trace per (model, text, knobs); shared read-only between sessions."""
+    """A trace per (model, text, knobs); shared read-only between sessions, in the byte-bounded
+    cache (attnviz.ui.caching)."""
     from attnviz.hooked import trace_model
 
-    return trace_model(
-        _model,
-        text,
-        text_pair=pair,
-        use_scale=use_scale,
-        temperature=temperature,
-        ablate=ablate,
-        mask_tokens=mask_tokens,
+    key = ("bert", model_key, text, pair, use_scale, temperature, ablate, mask_tokens)
+    return cached_trace(
+        key,
+        lambda: trace_model(
+            _model,
+            text,
+            text_pair=pair,
+            use_scale=use_scale,
+            temperature=temperature,
+            ablate=ablate,
+            mask_tokens=mask_tokens,
+        ),
     )

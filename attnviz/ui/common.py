@@ -25,10 +25,12 @@ def t(key: str, **fmt: object) -> str:
     return translate(key, lang(), **fmt)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
 def stack_trace(text: str, config: StackConfig, text_pair: str | None = None) -> Trace:
-    """The toy stack's trace, cached on (text, config, pair) and shared: treat it as read-only."""
-    return trace_text(text, config, text_pair=text_pair)
+    """The toy stack's trace, cached on (text, config, pair) by bytes and shared: read-only."""
+    from attnviz.ui.caching import cached_trace
+
+    key = ("stack", text, config, text_pair)
+    return cached_trace(key, lambda: trace_text(text, config, text_pair=text_pair))
 
 
 def _apply_example() -> None:

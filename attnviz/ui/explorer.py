@@ -3,6 +3,9 @@ outputs, head statistics. Each view is a fragment: picking a head reruns only th
 
 from __future__ import annotations
 
+import json
+import weakref
+
 import pandas as pd
 import streamlit as st
 import torch
@@ -10,7 +13,8 @@ import torch
 from attnviz import figures, frames, markup
 from attnviz.colour import GAMMA
 from attnviz.links import default_link
-from attnviz.trace import Trace, heads_linking, mean_entropy, mean_max_weight
+from attnviz.trace import Trace, heads_linking, mean_entropy, mean_max_weight, pooled_weights
+from attnviz.ui.caching import per_trace
 from attnviz.ui.common import chart, grid, localized, t, url_seed, url_sync
 from attnviz.ui.long import (
     LONG,
@@ -153,22 +157,30 @@ def overview(trace: Trace) -> None:
     n = max(len(trace.tokens), len(trace.key_tokens))
     # Long inputs get bigger thumbnails (more pooled pixels) and a power colour scale.
     mode = st.session_state.get("wscale") or default_scale(n)
-    thumb, gamma = (48, 1.0) if n <= LONG else (96, GAMMA)
+    thumb = 48 if n <= LONG else 96
     gamma = {"power": GAMMA, "log": GAMMA / 2, "fixed": 1.0, "max": 1.0}[mode]
     rows_px = trace.n_layers * (thumb + 4) + 4
     cols_px = trace.n_heads * (thumb + 4) + 4
     # as wide as a 1920 screen allows; wider would leave an empty band above it on a laptop
     zoom = min(3.0, 1100 / cols_px, 820 / rows_px)
-    fig = figures.mosaic(
-        trace.weights(),
-        thumb=thumb,
-        shared_scale=shared,
-        selected=(layer, head),
-        title=t("ex.overview_title"),
-        height=max(200, int(rows_px * zoom) + 70),
-        focus=focus,
-        gamma=gamma,
-        marked=sorted(silenced(trace)),
+    marked = tuple(sorted(silenced(trace)))
+    title = t("ex.overview_title")
+    # No highlight in the picture: it stays the same when only the head changes, so the browser
+    # keeps it (Streamlit sends a reference to a message it already holds, not the image again).
+    # Without a focus token the mosaic needs only the pooled weights (a GPU trace copies those).
+    fig = per_trace(
+        trace,
+        ("mosaic", shared, title, thumb, gamma, focus, marked),
+        lambda: figures.mosaic(
+            trace.weights() if focus is not None else pooled_weights(trace, thumb, thumb),
+            thumb=thumb,
+            shared_scale=shared,
+            title=title,
+            height=max(200, int(rows_px * zoom) + 70),
+            focus=focus,
+            gamma=gamma,
+            marked=marked,
+        ),
     )
     chart(
         fig,
@@ -178,6 +190,7 @@ def overview(trace: Trace) -> None:
         selection_mode="points",
     )
     st.caption(t("ex.overview_help"))
+    st.caption(t("ex.overview_selected", l=layer, h=head))
     if focus is not None:
         st.caption(t("lv.focus_caption", token=markup.escape(trace.tokens[focus])))
     if gamma != 1.0:
@@ -266,10 +279,12 @@ def _head_triplet(
             **colours,
         )
         chart(fig, key="detail_weights", name=f"weights_L{layer}_H{head}")
-    csv = frames.matrix_frame(lt.weights[head], trace.tokens, trace.key_tokens).to_csv()
+    # A callable: the CSV is built only when someone downloads it, not on every rerun. Streamlit
+    # keeps the callable with the session, so it holds one head's weights, not the whole trace.
+    w, rows, cols = lt.head("weights", head).clone(), list(trace.tokens), list(trace.key_tokens)
     st.download_button(
         t("ex.csv_matrix"),
-        csv,
+        lambda: frames.matrix_frame(w, rows, cols).to_csv(),
         file_name=f"weights_L{layer}_H{head}.csv",
         mime="text/csv",
         on_click="ignore",
@@ -471,7 +486,7 @@ def stats(trace: Trace) -> None:
     )
     st.download_button(
         t("ex.csv_stats"),
-        table.to_csv(index=False),
+        lambda: table.to_csv(index=False),
         file_name="head_stats.csv",
         mime="text/csv",
         on_click="ignore",
@@ -487,10 +502,23 @@ def export_json(trace: Trace) -> None:
 
     sentence, second = text(), pair()
     stem = f"trace_{export.slug(trace.source)}_{len(trace.tokens)}tokens"
+    # Streamlit keeps these callables with the session until its next run: a weak reference lets
+    # a trace leave the byte-bounded cache (a class of 30 at 512 tokens kept ~100 MB per session).
+    ref = weakref.ref(trace)
+
+    def built(export_fn):
+        def build():
+            alive = ref()
+            if alive is None:
+                return json.dumps({"error": t("serve.json_expired")}, ensure_ascii=False)
+            return export_fn(alive, sentence, second)
+
+        return build
+
     c1, c2 = st.columns(2)
     c1.download_button(
         t("ex.json_trace"),
-        lambda: export.to_json(trace, sentence, second),
+        built(export.to_json),
         file_name=f"{stem}.json",
         mime="application/json",
         on_click="ignore",
@@ -499,7 +527,7 @@ def export_json(trace: Trace) -> None:
     )
     c2.download_button(
         t("ex.npz_trace"),
-        lambda: export.to_npz(trace, sentence, second),
+        built(export.to_npz),
         file_name=f"{stem}_float32.npz",
         mime="application/octet-stream",
         on_click="ignore",

@@ -1,0 +1,229 @@
+"""Serving a class (issue 8): byte-bounded caches, compact traces that convert on access, the
+overview as a PNG that a head change does not resend, downloads built on demand, warm-up."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from attnviz import StackConfig, figures, trace_text
+from attnviz.bytecache import ByteCache
+from attnviz.trace import LayerTrace, compact, pooled_weights, to_view
+from tests.apphelpers import ROOT, app, specs
+
+
+def _png(uri: str) -> np.ndarray:
+    assert uri.startswith("data:image/png;base64,")
+    return np.array(Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).convert("RGB"))
+
+
+def test_png_data_uri_is_lossless_with_and_without_a_palette() -> None:
+    rng = np.random.default_rng(0)
+    few = rng.integers(0, 4, (20, 30, 3), dtype=np.uint8) * 60  # 64 colours: palette
+    many = rng.integers(0, 256, (20, 30, 3), dtype=np.uint8)  # >256 colours: RGB
+    for img in (few, many):
+        np.testing.assert_array_equal(_png(figures.png_data_uri(img)), img)
+
+
+def test_mosaic_is_a_small_image_and_the_same_from_pooled_weights() -> None:
+    w = torch.softmax(torch.randn(6, 12, 300, 300) * 3, -1)  # [layer, head, q, k]
+    fig = figures.mosaic(w)
+    spec = json.loads(fig.to_json())
+    assert "z" not in spec["data"][0]  # no raw RGB array in the JSON
+    assert len(fig.to_json()) < 400_000  # it was ~1.9 MB as a raw array
+    trace = trace_text("a b c d e f g h i j", StackConfig(d_model=16, n_heads=4, n_layers=2))
+    full = figures.mosaic(trace.weights())
+    pooled = figures.mosaic(pooled_weights(trace, 48, 48))
+    assert full.data[0].source == pooled.data[0].source
+    big = torch.softmax(torch.randn(2, 3, 100, 90), -1)  # [layer, head, q, k]
+    lt = [LayerTrace(big[i], big[i], big[i], big[i], 1.0, None, big[i], big[i], big[i, 0])
+          for i in range(2)]  # fmt: skip
+    from attnviz.trace import Trace
+
+    tr = Trace(tokens=[str(i) for i in range(100)], layers=lt, source="t")
+    ref = torch.nn.functional.adaptive_avg_pool2d(big.flatten(0, 1), (48, 48)).view(2, 3, 48, 48)
+    torch.testing.assert_close(pooled_weights(tr, 48, 48), ref)
+
+
+def test_layer_trace_stores_any_dtype_and_reads_cpu_float32() -> None:
+    w = torch.softmax(torch.randn(4, 5, 5), -1).to(torch.bfloat16)  # [head, q, k]
+    q = torch.randn(4, 5, 8, dtype=torch.float64)  # [head, q, d]
+    lt = LayerTrace(q, q, q, w, 0.5, torch.ones(5, 5, dtype=torch.bool), w, q, q[0])
+    assert lt.stored("weights").dtype == torch.bfloat16  # at rest as given
+    assert lt.weights.dtype == torch.float32 and lt.weights.device.type == "cpu"
+    assert lt.mask.dtype == torch.bool
+    torch.testing.assert_close(lt.head("weights", 2), w[2].float())
+    assert lt.head("weights", 2).shape == (5, 5)
+    assert lt.n_heads == 4 and lt.x is None
+    f32 = torch.zeros(3)
+    assert to_view(f32) is f32  # CPU float32 is not copied
+
+
+def test_compact_recomputes_scores_and_keeps_every_view_value() -> None:
+    trace = trace_text(
+        "the animal did not cross the street", StackConfig(d_model=32, n_heads=4, n_kv_heads=2)
+    )
+    small = compact(trace)
+    score_bytes = sum(layer.scores.numel() * 4 for layer in trace.layers)
+    assert trace.nbytes() - small.nbytes() == score_bytes  # n x n per head, the big part at n=512
+    assert callable(small.layers[0].__dict__["_stored_scores"])  # not kept: q·k on access
+    for a, b in zip(trace.layers, small.layers, strict=True):
+        for name in ("q", "k", "v", "weights", "z", "output"):
+            assert torch.equal(getattr(a, name), getattr(b, name)), name
+        torch.testing.assert_close(b.scores, a.scores, rtol=1e-5, atol=1e-5)
+    half = compact(trace, half=("v", "z"))
+    assert half.layers[0].stored("z").dtype == torch.float16
+    assert half.layers[0].z.dtype == torch.float32
+    torch.testing.assert_close(half.layers[0].z, trace.layers[0].z, rtol=2e-3, atol=2e-3)
+
+
+def test_compact_keeps_scores_that_are_not_q_dot_k() -> None:
+    trace = trace_text("one two three", StackConfig(d_model=16, n_heads=2))
+    layer = trace.layers[0]
+    layer.scores = layer.scores + 1.0  # e.g. a model that adds a bias before the softmax
+    kept = compact(trace).layers[0]
+    assert isinstance(kept.__dict__["_stored_scores"], torch.Tensor)
+    torch.testing.assert_close(kept.scores, layer.scores)
+
+
+def test_byte_cache_is_bounded_by_bytes_and_least_recently_used_goes_first() -> None:
+    cache = ByteCache(100, size_of=len)
+    cache.get("a", lambda: b"x" * 40)
+    cache.get("b", lambda: b"x" * 40)
+    cache.get("a", lambda: b"never")  # a is now the most recent
+    cache.get("c", lambda: b"x" * 40)  # 120 > 100: b goes
+    assert "a" in cache and "c" in cache and "b" not in cache
+    assert cache.nbytes == 80
+    assert cache.get("huge", lambda: b"x" * 500) == b"x" * 500  # returned, never cached
+    assert "huge" not in cache and cache.nbytes <= 100
+
+
+def test_byte_cache_releases_what_only_ended_sessions_read() -> None:
+    cache = ByteCache(1000, size_of=len)
+    cache.get("mine", lambda: b"x" * 10, owner="s1")
+    cache.get("shared", lambda: b"x" * 10, owner="s1")
+    cache.get("shared", lambda: b"y", owner="s2")
+    freed = cache.release(alive=lambda sid: sid == "s2")
+    assert freed == 10 and "mine" not in cache and "shared" in cache
+    assert cache.release(alive=lambda sid: False) == 10 and len(cache) == 0
+
+
+def test_byte_cache_makes_one_copy_when_sessions_race() -> None:
+    cache = ByteCache(1000, size_of=len)
+    barrier = threading.Barrier(4)
+    got = []
+
+    def make() -> bytes:
+        barrier.wait(timeout=10)  # all four miss together
+        return bytes(8)
+
+    threads = [
+        threading.Thread(target=lambda i=i: got.append(cache.get("k", make, owner=str(i))))
+        for i in range(4)
+    ]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=20)
+    assert len(got) == 4 and all(g is got[0] for g in got)  # everyone holds the cached copy
+    assert cache.nbytes == 8
+
+
+def test_head_change_on_the_overview_leaves_the_mosaic_unchanged() -> None:
+    at = app(query={"view": "overview", "layers": "2"})
+    before = [s for s in specs(at) if s["data"][0]["type"] == "image"]
+    at.slider(key="head").set_value(3).run()
+    assert not at.exception
+    after = [s for s in specs(at) if s["data"][0]["type"] == "image"]
+    assert len(before) == len(after) == 1
+    assert before[0] == after[0]  # same message: the browser keeps it, nothing is resent
+
+
+def test_the_csv_is_built_only_when_downloaded(monkeypatch) -> None:
+    from attnviz import frames
+
+    calls = []
+    real = frames.matrix_frame
+    monkeypatch.setattr(frames, "matrix_frame", lambda *a, **k: calls.append(1) or real(*a, **k))
+    at = app(query={"view": "detail"})
+    assert not at.exception
+    assert at.get("download_button"), "the detail view offers the CSV"
+    assert calls == []
+
+
+def test_bert_page_shows_progress_while_the_model_loads(monkeypatch) -> None:
+    from attnviz import warmup
+
+    app("app_pages/bert.py")  # the model is loaded (and the loader has run)
+    monkeypatch.setattr(warmup, "_done", threading.Event())  # as if still loading
+    monkeypatch.setitem(warmup._state, "message", "Loading the weights")
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.switch_page("app_pages/bert.py")
+    at.run()
+    assert not at.exception
+    assert any("Loading the weights" in str(i.value) for i in at.info)
+    assert not at.get("plotly_chart")
+
+
+def test_warmup_loads_the_model_then_freezes_the_collector() -> None:
+    code = (
+        "import gc; from attnviz import warmup; warmup.start(); m = warmup.bundled_model(); "
+        "print(m.n_layers, gc.get_freeze_count() > 100_000)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert out.stdout.split() == ["6", "True"], out.stderr[-2000:]
+    env_off = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "ATTNVIZ_GC_FREEZE": "0"},
+    )
+    assert env_off.stdout.split() == ["6", "False"], env_off.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    "var,value", [("ATTNVIZ_TRACE_WORKERS", "3"), ("ATTNVIZ_CACHE_BYTES", "5")]
+)
+def test_budget_reads_the_serving_limits_from_the_environment(monkeypatch, var, value) -> None:
+    from attnviz.budget import Budget, _from_env
+
+    monkeypatch.setenv(var, value)
+    b = Budget(**_from_env())
+    assert getattr(b, var.removeprefix("ATTNVIZ_").lower()) == int(value)
+
+
+def test_downloads_kept_with_the_session_do_not_hold_the_whole_trace(monkeypatch) -> None:
+    import gc
+    import weakref
+
+    from attnviz.ui import explorer
+
+    captured = {}
+    monkeypatch.setattr(
+        explorer.st, "download_button", lambda label, data, **kw: captured.update({kw["key"]: data})
+    )
+    trace = trace_text("the cat sat on the mat", StackConfig(d_model=16, n_heads=2))
+    explorer.export_json(trace)
+    build = captured["json_trace"]
+    assert json.loads(build())["tokens"] == trace.tokens  # works while the trace lives
+    ref = weakref.ref(trace)
+    del trace
+    gc.collect()
+    assert ref() is None  # the callable Streamlit keeps did not pin the trace
+    assert "error" in json.loads(build())
