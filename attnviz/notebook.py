@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from attnviz import figures
+from attnviz import views
 from attnviz.i18n import translate
+from attnviz.lines import is_cjk, lines_figure
 from attnviz.trace import Trace
 
 
@@ -26,6 +27,7 @@ class Selection:
     query: int = 0
     key: int = 0
     shared: bool = False  # one colour scale for every panel (the app's "shared scale" toggle)
+    scale: str | None = None  # weights colour scale: fixed, max, power, log (None: as the app)
     lang: str = "en"
 
     def check(self, trace: Trace) -> None:
@@ -44,156 +46,63 @@ def _t(sel: Selection, key: str, **fmt: object) -> str:
     return translate(key, sel.lang, **fmt)
 
 
+def _tr(sel: Selection):
+    return lambda key, **fmt: translate(key, sel.lang, **fmt)
+
+
 def heads(trace: Trace, sel: Selection) -> list[go.Figure]:
-    lt = trace.layers[sel.layer]
-    per_row = min(lt.n_heads, 3)
-    return [
-        figures.heatmap(
-            lt.weights[h],
-            trace.key_tokens,
-            trace.tokens,
-            title=_t(sel, "pg.head_title", h=h),
-            value_name=_t(sel, "w.weights"),
-            zmin=0.0,
-            zmax=1.0,
-            height=380,
-            show_scale=h % per_row == per_row - 1,
-            x_title=_t(sel, "w.key"),
-            y_title=_t(sel, "w.query"),
-        )
-        for h in range(lt.n_heads)
-    ]
+    """Every head of one layer (the All heads view)."""
+    mode = sel.scale or views.default_scale(max(len(trace.tokens), len(trace.key_tokens)))
+    return views.heads_figures(trace, _tr(sel), sel.layer, mode)
 
 
 def overview(trace: Trace, sel: Selection) -> go.Figure:
-    return figures.mosaic(
-        trace.weights(),
-        shared_scale=sel.shared,
-        selected=(sel.layer, sel.head),
-        title=_t(sel, "ex.overview_title"),
-    )
+    """Every layer x head in one image (the Overview)."""
+    return views.overview_figure(trace, _tr(sel), sel.shared, mode=sel.scale)
 
 
 def detail(trace: Trace, sel: Selection) -> list[go.Figure]:
     """Raw scores, the logits softmax sees, the weights: one head, as the Head detail view."""
-    lt, head = trace.layers[sel.layer], sel.head
-    logits = lt.logits()  # [head, q, k]
-    finite = logits[logits.isfinite()]
-    bound_scores = float(lt.scores.abs().max()) if sel.shared else None
-    bound_logits = float(finite.abs().max()) if sel.shared and finite.numel() else None
-    common = dict(height=420, x_title=_t(sel, "w.key"), y_title=_t(sel, "w.query"))
-    return [
-        figures.heatmap(
-            lt.scores[head],
-            trace.key_tokens,
-            trace.tokens,
-            title=_t(sel, "w.scores"),
-            value_name="q·k",
-            signed=True,
-            zmin=None if bound_scores is None else -bound_scores,
-            zmax=bound_scores,
-            **common,
-        ),
-        figures.heatmap(
-            logits[head],
-            trace.key_tokens,
-            trace.tokens,
-            title=_t(sel, "w.logits") + f" · × {lt.scale:.4g}",
-            value_name="logit",
-            signed=True,
-            zmin=None if bound_logits is None else -bound_logits,
-            zmax=bound_logits,
-            show_y_labels=False,
-            **common,
-        ),
-        figures.heatmap(
-            lt.weights[head],
-            trace.key_tokens,
-            trace.tokens,
-            title=_t(sel, "w.weights"),
-            value_name=_t(sel, "w.weights"),
-            zmin=0.0,
-            zmax=1.0 if sel.shared else None,
-            show_y_labels=False,
-            **common,
-        ),
-    ]
+    return views.detail_figures(trace, _tr(sel), sel.layer, sel.head, sel.shared, sel.scale)
+
+
+def lines(trace: Trace, sel: Selection) -> go.Figure:
+    """One head's weights as lines between the query and key tokens (the Lines view)."""
+    rows = is_cjk(trace.tokens)
+    return lines_figure(
+        trace.layers[sel.layer].weights,  # [head, q, k]
+        trace.tokens,
+        trace.key_tokens,
+        [sel.head],
+        threshold=0.01 if max(len(trace.tokens), len(trace.key_tokens)) <= 40 else 0.02,
+        mask=trace.layers[sel.layer].mask,
+        rows=rows,
+        q_title=_t(sel, "w.query"),
+        k_title=_t(sel, "w.key"),
+        head_name=_t(sel, "ex.head"),
+        length_px=1100 if rows else None,
+        title=_t(sel, "lv.lines_title_rows" if rows else "lv.lines_title", l=sel.layer),
+    )
+
+
+def rollout(trace: Trace, sel: Selection) -> list[go.Figure]:
+    """Attention rollout at one layer, and which input tokens feed the query (the Rollout view)."""
+    return views.rollout_figures(trace, _tr(sel), sel.layer, sel.query, mode=sel.scale)
 
 
 def query(trace: Trace, sel: Selection) -> list[go.Figure]:
     """Where one query looks, its q vector, and q_i·k_i for every key (the One query view)."""
-    lt, head, query = trace.layers[sel.layer], sel.head, sel.query
-    kv = head // (lt.n_heads // lt.n_kv_heads)
-    q = lt.q[head, query]  # [d_head]
-    k = lt.k[kv]  # [k, d_head]
-    dims = [str(i) for i in range(q.shape[0])]
-    return [
-        figures.bars(
-            lt.weights[head, query],
-            trace.key_tokens,
-            title=_t(sel, "ex.query_bars", token=trace.tokens[query]),
-            highlight=query if not trace.is_cross else None,
-        ),
-        figures.heatmap(
-            q.unsqueeze(0),
-            dims,
-            [trace.tokens[query]],
-            title=_t(sel, "ex.q_vector"),
-            value_name="q",
-            signed=True,
-            height=200,
-            max_ticks=8,
-            x_title="dim",
-            y_title=_t(sel, "w.query"),
-        ),
-        figures.heatmap(
-            k * q,  # [k, d_head]: each row sums to that key's q·k
-            dims,
-            trace.key_tokens,
-            title=_t(sel, "ex.qk_products"),
-            value_name="q_i·k_i",
-            signed=True,
-            height=max(260, 22 * k.shape[0]),
-            max_ticks=16,
-            x_title="dim",
-            y_title=_t(sel, "w.key"),
-        ),
-    ]
+    return views.query_figures(trace, _tr(sel), sel.layer, sel.head, sel.query)
 
 
 def link(trace: Trace, sel: Selection) -> go.Figure:
     """The weight from one query token to one key token in every head (the Link view)."""
-    keys = trace.key_tokens
-    grid = trace.weights()[:, :, sel.query, sel.key]  # [layer, head]
-    fig = figures.heatmap(
-        grid,
-        [f"H{h}" for h in range(grid.shape[1])],
-        [f"L{la}" for la in range(grid.shape[0])],
-        title=_t(sel, "ex.link_title", q=trace.tokens[sel.query], k=keys[sel.key]),
-        value_name=_t(sel, "w.weights"),
-        zmin=0.0,
-        zmax=max(float(grid.max()), 1e-6),
-        show_values=grid.numel() <= 400,
-        height=90 + 34 * grid.shape[0],
-        x_title=_t(sel, "ex.head"),
-        y_title=_t(sel, "pg.layer"),
-    )
-    fig.update_xaxes(tickangle=0)
-    return fig
+    return views.link_figure(trace, _tr(sel), sel.query, sel.key)
 
 
 def outputs(trace: Trace, sel: Selection) -> list[go.Figure]:
-    lt = trace.layers[sel.layer]
-    panels = (
-        (lt.z[sel.head], _t(sel, "ex.z_title", h=sel.head), "z"),
-        (lt.output, _t(sel, "ex.output_title"), "output"),
-    )
-    return [
-        figures.vectors(
-            matrix, trace.tokens, title=title, value_name=name, y_title=_t(sel, "w.query")
-        )
-        for matrix, title, name in panels
-    ]
+    """One head's z and the block's output after W_O (the Outputs view)."""
+    return views.outputs_figures(trace, _tr(sel), sel.layer, sel.head)
 
 
 ViewFn = Callable[[Trace, Selection], "go.Figure | list[go.Figure]"]
@@ -201,6 +110,8 @@ VIEWS: dict[str, ViewFn] = {
     "heads": heads,
     "overview": overview,
     "detail": detail,
+    "lines": lines,
+    "rollout": rollout,
     "query": query,
     "link": link,
     "outputs": outputs,
@@ -210,9 +121,10 @@ VIEWS: dict[str, ViewFn] = {
 def show(
     trace: Trace, view: str = "overview", part: str | None = None, **selection: object
 ) -> go.Figure | list[go.Figure]:
-    """The figures the app draws for `view` ("overview", "detail", "heads", "query", "link",
-    "outputs"), for the layer/head/query/key chosen by keyword (all 0 by default; `shared=True`
-    shares colour scales, `lang="zh"` titles in Chinese). A view of one figure returns it; a view
+    """The figures the app draws for `view` ("overview", "detail", "heads", "lines", "rollout",
+    "query", "link", "outputs"), for the layer/head/query/key chosen by keyword (all 0 by default;
+    `shared=True` shares colour scales, `scale="log"` picks the weights' colour scale, `lang="zh"`
+    titles in Chinese). A view of one figure returns it; a view
     of several returns a list. `part` picks an encoder-decoder's "decoder" or "cross" attention.
     In a notebook the figure draws itself; in a script call `.show()` or `.write_html(path)`."""
     if view not in VIEWS:

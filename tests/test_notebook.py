@@ -34,6 +34,7 @@ def same_figure(ours, page_spec: dict) -> None:
         ("query", {"layer": "1", "head": "4", "query": "3"}, dict(layer=1, head=4, query=3)),
         ("outputs", {"layer": "4", "head": "2"}, dict(layer=4, head=2)),
         ("heads", {"layer": "2"}, dict(layer=2)),
+        ("rollout", {"layer": "3", "query": "4"}, dict(layer=3, query=4)),
     ],
 )
 def test_show_returns_the_figures_the_page_draws(trace, view, query, selection) -> None:
@@ -59,7 +60,9 @@ def test_show_rejects_what_it_cannot_draw(trace) -> None:
         attnviz.show(trace, view="detail", layer=9)
     with pytest.raises(TypeError, match="colour"):
         attnviz.show(trace, view="detail", colour="red")
-    assert set(VIEWS) >= {"overview", "detail", "heads", "query", "link", "outputs"}
+    assert set(VIEWS) >= {"overview", "detail", "heads", "lines", "rollout", "query", "link"}
+    lines = attnviz.show(trace, view="lines", layer=5, head=11)
+    assert lines.layout.meta["lines"] > 0  # the lines view draws one head's strong links
     assert attnviz.show(trace, view="detail", lang="zh")[2].layout.title.text == "softmax 权重"
 
 

@@ -10,16 +10,13 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attnviz import figures, frames, markup
-from attnviz.colour import GAMMA
+from attnviz import figures, frames, markup, views
 from attnviz.links import default_link
-from attnviz.trace import Trace, heads_linking, mean_entropy, mean_max_weight, pooled_weights
+from attnviz.trace import Trace, heads_linking, mean_entropy, mean_max_weight
 from attnviz.ui.caching import per_trace
-from attnviz.ui.common import chart, grid, localized, t, url_seed, url_sync
+from attnviz.ui.common import chart, grid, lang, localized, t, url_seed, url_sync
 from attnviz.ui.long import (
     LONG,
-    colour_kwargs,
-    default_scale,
     pick_focus,
     pick_scale,
     pick_window,
@@ -95,39 +92,16 @@ def saturation(trace: Trace, layer: int) -> None:
     st.caption(t("ex.gauge_help", n=n_k, uniform=1 / n_k))
 
 
-def silenced(trace: Trace) -> set[tuple[int, int]]:
-    """The (layer, head) pairs a what-if silenced in this trace."""
-    return {(int(la), int(h)) for la, h in trace.meta.get("ablate", ())}
-
-
 def heads_grid(trace: Trace, layer: int) -> None:
     """One softmax-weights heatmap per head of one layer; silenced heads say so in the title."""
-    lt = trace.layers[layer]
-    off = silenced(trace)
-    n = max(len(trace.tokens), len(trace.key_tokens))
     c1, c2 = st.columns(2)
     with c1:
-        mode = pick_scale(n)
+        mode = pick_scale(max(len(trace.tokens), len(trace.key_tokens)))
     with c2:
         focus = pick_focus(trace)
-    per_row = min(lt.n_heads, 3 if n <= LONG else 2)
-    height = 380 if n <= LONG else 620
-    cells = grid(lt.n_heads, per_row)
-    for h in range(lt.n_heads):
-        fig = figures.heatmap(
-            lt.weights[h],
-            trace.key_tokens,
-            trace.tokens,
-            title=t("pg.head_title", h=h) + (t("ex.silenced") if (layer, h) in off else ""),
-            value_name=t("w.weights"),
-            height=height,
-            show_scale=mode != "fixed" or h % per_row == per_row - 1,
-            x_title=t("w.key"),
-            y_title=t("w.query"),
-            highlight_row=focus,
-            auto_ticks=True,
-            **colour_kwargs(lt.weights[h], mode),
-        )
+    figs = views.heads_figures(trace, t, layer, mode, focus)
+    cells = grid(len(figs), views.heads_per_row(trace, layer))
+    for h, fig in enumerate(figs):
         with cells[h]:
             chart(fig, key=f"head_{h}", name=f"weights_L{layer}_H{h}")
 
@@ -154,33 +128,13 @@ def overview(trace: Trace) -> None:
         head = pick_head(trace)
     with c3:
         focus = pick_focus(trace)
-    n = max(len(trace.tokens), len(trace.key_tokens))
-    # Long inputs get bigger thumbnails (more pooled pixels) and a power colour scale.
-    mode = st.session_state.get("wscale") or default_scale(n)
-    thumb = 48 if n <= LONG else 96
-    gamma = {"power": GAMMA, "log": GAMMA / 2, "fixed": 1.0, "max": 1.0}[mode]
-    rows_px = trace.n_layers * (thumb + 4) + 4
-    cols_px = trace.n_heads * (thumb + 4) + 4
-    # as wide as a 1920 screen allows; wider would leave an empty band above it on a laptop
-    zoom = min(3.0, 1100 / cols_px, 820 / rows_px)
-    marked = tuple(sorted(silenced(trace)))
-    title = t("ex.overview_title")
-    # No highlight in the picture: it stays the same when only the head changes, so the browser
-    # keeps it (Streamlit sends a reference to a message it already holds, not the image again).
-    # Without a focus token the mosaic needs only the pooled weights (a GPU trace copies those).
+    mode = st.session_state.get("wscale")
+    # Cached per trace: the same figure object when only the head changes, so the browser keeps
+    # the image (Streamlit sends a reference to a message it already holds, not the image again).
     fig = per_trace(
         trace,
-        ("mosaic", shared, title, thumb, gamma, focus, marked),
-        lambda: figures.mosaic(
-            trace.weights() if focus is not None else pooled_weights(trace, thumb, thumb),
-            thumb=thumb,
-            shared_scale=shared,
-            title=title,
-            height=max(200, int(rows_px * zoom) + 70),
-            focus=focus,
-            gamma=gamma,
-            marked=marked,
-        ),
+        ("mosaic", shared, focus, mode, lang()),
+        lambda: views.overview_figure(trace, t, shared, focus, mode),
     )
     chart(
         fig,
@@ -193,6 +147,7 @@ def overview(trace: Trace) -> None:
     st.caption(t("ex.overview_selected", l=layer, h=head))
     if focus is not None:
         st.caption(t("lv.focus_caption", token=markup.escape(trace.tokens[focus])))
+    gamma = views.overview_gamma(trace, mode)
     if gamma != 1.0:
         st.caption(t("lv.mosaic_gamma", gamma=gamma))
     _head_triplet(trace, layer, head, shared=False)
@@ -218,67 +173,23 @@ def _head_triplet(
         mode = pick_scale(n, short="max")
     with c2:
         lo, hi = pick_window(n)
-    # A window of positions lo..hi-1 on both axes (clipped to each side's length).
-    qs, ks = slice(lo, min(hi, len(trace.tokens))), slice(lo, min(hi, len(trace.key_tokens)))
-    scores = lt.scores[head, qs, ks]  # [q, k] window
-    all_logits = lt.logits()  # [head, q, k]
-    logits = all_logits[head, qs, ks]  # [q, k] window
-    weights = lt.weights[head, qs, ks]  # [q, k] window
-    finite = all_logits[torch.isfinite(all_logits)]
-    bound_scores = float(lt.scores.abs().max()) if shared else None
-    bound_logits = float(finite.abs().max()) if shared and finite.numel() else None
-    long = hi - lo > LONG
-    # Short: three panels side by side. Long: the weights across the page, sized to n; the
-    # scores and logits below, side by side. Labels every k-th token from the pixels there are.
-    big = min(900, max(560, 2 * (hi - lo) + 160))
-    side_h = 560 if long else 420
-    common = dict(
-        x_title=t("w.key"), y_title=t("w.query"), start=(lo, lo), x_tokens=trace.key_tokens[ks],
-        y_tokens=trace.tokens[qs],
-    )  # fmt: skip
-    if mark is not None and lo <= mark[0] < hi and lo <= mark[1] < hi:
-        # the query row and key column "open in Head detail" came from
-        common.update(highlight_row=mark[0] - lo, highlight_col=mark[1] - lo)
-    small = dict(common, height=side_h, auto_ticks=True)
-    if long:
+    scores, logits, weights = views.detail_figures(
+        trace, t, layer, head, shared, mode, (lo, hi), mark
+    )
+    # Short: three panels side by side. Long: the weights across the page, the scores and
+    # logits below, side by side.
+    if hi - lo > LONG:
         weights_col = st.container()
         c1, c2 = st.columns(2)
     else:
         c1, c2, weights_col = st.columns(3)
-    with c1:
-        fig = figures.heatmap(
-            scores,
-            title=t("w.scores"),
-            value_name="q·k",
-            signed=True,
-            zmin=None if bound_scores is None else -bound_scores,
-            zmax=bound_scores,
-            **small,
-        )
-        chart(fig, key="detail_scores", name=f"scores_L{layer}_H{head}")
-    with c2:
-        fig = figures.heatmap(
-            logits,
-            title=t("w.logits") + f" · × {lt.scale:.4g}",
-            value_name="logit",
-            signed=True,
-            zmin=None if bound_logits is None else -bound_logits,
-            zmax=bound_logits,
-            show_y_labels=long,
-            **small,
-        )
-        chart(fig, key="detail_logits", name=f"logits_L{layer}_H{head}")
-    with weights_col:
-        colours = colour_kwargs(weights, "fixed" if shared else mode)
-        fig = figures.heatmap(
-            weights,
-            title=t("w.weights"),
-            value_name=t("w.weights"),
-            show_y_labels=long,
-            **dict(small, height=big if long else side_h),
-            **colours,
-        )
-        chart(fig, key="detail_weights", name=f"weights_L{layer}_H{head}")
+    for col, fig, name in (
+        (c1, scores, "scores"),
+        (c2, logits, "logits"),
+        (weights_col, weights, "weights"),
+    ):
+        with col:
+            chart(fig, key=f"detail_{name}", name=f"{name}_L{layer}_H{head}")
     # A callable: the CSV is built only when someone downloads it, not on every rerun. Streamlit
     # keeps the callable with the session, so it holds one head's weights, not the whole trace.
     w, rows, cols = lt.head("weights", head).clone(), list(trace.tokens), list(trace.key_tokens)
@@ -335,50 +246,14 @@ def one_query(trace: Trace) -> None:
         column_config={c: st.column_config.NumberColumn(format="%.4f") for c in shown.columns[1:5]},
         key="query_table",
     )
-    chart(
-        figures.bars(
-            lt.weights[head, query],
-            trace.key_tokens,
-            title=t("ex.query_bars", token=trace.tokens[query]),
-            highlight=query if not trace.is_cross else None,
-            value_name=t("w.weights"),
-        ),
-        key="query_bars",
-        name=f"weights_L{layer}_H{head}_query{query}",
-    )
-    kv = head // (lt.n_heads // lt.n_kv_heads)
-    q = lt.q[head, query]  # [d_head]
-    k = lt.k[kv]  # [k, d_head]
-    dims = [str(i) for i in range(q.shape[0])]
+    bars, q_vector, qk_products = views.query_figures(trace, t, layer, head, query)
+    chart(bars, key="query_bars", name=f"weights_L{layer}_H{head}_query{query}")
     c1, c2 = st.columns([1, 2])
     with c1:
-        fig = figures.heatmap(
-            q.unsqueeze(0),
-            dims,
-            [trace.tokens[query]],
-            title=t("ex.q_vector"),
-            value_name="q",
-            signed=True,
-            height=200,
-            max_ticks=8,
-            x_title=t("w.dim"),
-            y_title=t("w.query"),
-        )
-        chart(fig, key="q_vector", name=f"q_L{layer}_H{head}_query{query}")
+        chart(q_vector, key="q_vector", name=f"q_L{layer}_H{head}_query{query}")
     with c2:
-        fig = figures.heatmap(
-            k * q,  # [k, d_head]: each row sums to that key's q·k
-            dims,
-            trace.key_tokens,
-            title=t("ex.qk_products"),
-            value_name="q_i·k_i",
-            signed=True,
-            height=max(260, 22 * k.shape[0]),
-            max_ticks=16,
-            x_title=t("w.dim"),
-            y_title=t("w.key"),
-        )
-        chart(fig, key="qk_products", name=f"qk_products_L{layer}_H{head}_query{query}")
+        chart(qk_products, key="qk_products", name=f"qk_products_L{layer}_H{head}_query{query}")
+    kv = head // (lt.n_heads // lt.n_kv_heads)
     st.caption(t("ex.qk_help", kv=kv))
 
 
@@ -408,24 +283,10 @@ def link(trace: Trace) -> None:
             key="link_key",
         )  # fmt: skip
         url_sync("link_key", first_key)
-    grid = trace.weights()[:, :, query, key]  # [layer, head]
-    fig = figures.heatmap(
-        grid,
-        [f"H{h}" for h in range(grid.shape[1])],
-        [f"L{la}" for la in range(grid.shape[0])],
-        title=t("ex.link_title", q=trace.tokens[query], k=keys[key]),
-        value_name=t("w.weights"),
-        zmin=0.0,
-        zmax=max(float(grid.max()), 1e-6),
-        show_values=grid.numel() <= 400,
-        height=90 + 34 * grid.shape[0],
-        x_title=t("ex.head"),
-        y_title=t("pg.layer"),
-    )
-    fig.update_xaxes(tickangle=0)
-    figures.mark_cells(fig, sorted(silenced(trace)))
+    fig = views.link_figure(trace, t, query, key)
+    n_heads = trace.n_layers * trace.n_heads
     chart(fig, key="link_grid", name=f"link_query{query}_key{key}")
-    top = heads_linking(trace, query, key, top=min(10, grid.numel()))
+    top = heads_linking(trace, query, key, top=min(10, n_heads))
     uniform = 1 / len(keys)
     st.caption(t("ex.link_help", u=uniform))
     show_table(
@@ -453,21 +314,9 @@ def outputs(trace: Trace) -> None:
         layer = pick_layer(trace)
     with c2:
         head = pick_head(trace)
-    lt = trace.layers[layer]
-    panels = (
-        (lt.z[head], t("ex.z_title", h=head), "z"),
-        (lt.output, t("ex.output_title"), "output"),
-    )
-    for col, (matrix, title, name) in zip(st.columns(2), panels, strict=True):
+    figs = views.outputs_figures(trace, t, layer, head)
+    for col, fig, name in zip(st.columns(2), figs, ("z", "output"), strict=True):
         with col:
-            fig = figures.vectors(
-                matrix,
-                trace.tokens,
-                title=title,
-                value_name=name,
-                y_title=t("w.query"),
-                x_title=t("w.dim"),
-            )
             chart(fig, key=name, name=f"{name}_L{layer}" + (f"_H{head}" if name == "z" else ""))
     st.caption(t("ex.outputs_help"))
 

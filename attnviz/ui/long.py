@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attnviz.colour import GAMMA, SCALES, colour_scale
+from attnviz import views
+from attnviz.colour import SCALES
 from attnviz.trace import Trace
 from attnviz.ui.common import t, url_seed, url_sync
-
-LONG = 64  # past this many tokens the views switch to their long-input layout
-
-
-def default_scale(n: int, short: str = "fixed") -> str:
-    # Past LONG tokens a row's weights are too thin for a linear scale to show anything.
-    return short if n <= LONG else "log"
+from attnviz.views import LONG, default_scale
 
 
 def pick_scale(n: int, key: str = "wscale", short: str = "fixed") -> str:
@@ -32,16 +27,7 @@ def pick_scale(n: int, key: str = "wscale", short: str = "fixed") -> str:
 
 
 def colour_kwargs(matrix, mode: str, value: str | None = None) -> dict:
-    """heatmap() keyword arguments for `mode`, with the colour bar saying which scale it is."""
-    found = colour_scale(matrix, mode)
-    value = value or t("w.weights")
-    bar = t(f"lv.bar.{mode}", top=found["top"], gamma=GAMMA, value=value)
-    return dict(
-        colorscale=found["colorscale"],
-        zmin=found["zmin"],
-        zmax=found["zmax"],
-        colorbar_title=bar,
-    )
+    return views.colour_kwargs(matrix, mode, t, value)
 
 
 def pick_window(n: int, key: str = "window") -> tuple[int, int]:
