@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 from pathlib import Path
@@ -60,3 +61,19 @@ def page_text(at: AppTest) -> str:
     for kind in ("slider", "select_slider", "toggle", "selectbox", "radio", "number_input"):
         parts += [str(w.label) for w in at.get(kind)]
     return "\n".join(parts)
+
+
+def pages() -> list[str]:
+    """The page files app.py's navigation lists, in its order (st.Page("app_pages/x.py", ...))."""
+    tree = ast.parse((ROOT / "app.py").read_text())
+    found = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", "")) == "Page"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            found.append(node.args[0].value)
+    assert found, "no st.Page(...) found in app.py"
+    return found

@@ -9,7 +9,6 @@ label or figure string, no "nan" shown as a number.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 import math
@@ -23,7 +22,7 @@ import torch
 from attnviz import StackConfig, trace_text
 from attnviz.trace import Trace
 from tests import hostile_corpus as corpus
-from tests.apphelpers import ROOT, app
+from tests.apphelpers import app, pages
 
 SENT = "The cat sat on the mat."
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
@@ -31,22 +30,6 @@ _ESCAPED = re.compile(r"\\.")
 
 
 # ---- checks shared with tests/test_hardening.py --------------------------------------------------
-
-
-def pages() -> list[str]:
-    """Every page of the app, read from app.py's st.Page(...) calls (pages added later included)."""
-    tree = ast.parse((ROOT / "app.py").read_text())
-    found = []
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and getattr(node.func, "attr", getattr(node.func, "id", None)) == "Page"
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-        ):
-            found.append(node.args[0].value)
-    assert found, "no st.Page(...) found in app.py"
-    return found
 
 
 def _strings(message, names=("body", "label", "help", "caption", "options")) -> list[str]:

@@ -13,8 +13,8 @@ import random
 
 import pytest
 
-from tests.apphelpers import app
-from tests.urlprop import change, differences, flat, pages, snapshot, url_of
+from tests.apphelpers import app, pages
+from tests.urlprop import change, differences, flat, snapshot, url_of
 
 # Sequences per page: >= 200 over the 7 pages of today's navigation (ATTNVIZ_URL_SEQUENCES to
 # change it). Each sequence continues from where the last one left the page (a random walk), so

@@ -15,8 +15,7 @@ import re
 import pytest
 
 from attnviz.i18n import examples
-from tests.apphelpers import app
-from tests.urlprop import pages
+from tests.apphelpers import app, pages
 
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 # Symbols, names and units that stay as they are in the Chinese notes and papers.

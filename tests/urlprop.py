@@ -12,7 +12,6 @@ picked option on the wire (what the frontend sends), so a random pick needs no P
 
 from __future__ import annotations
 
-import ast
 import json
 import random
 from pathlib import Path
@@ -35,21 +34,6 @@ TEXTS = {
 }
 SELECTION_KINDS = ("selectbox", "radio", "select_slider", "multiselect", "button_group")
 VALUE_KINDS = ("slider", "toggle", "checkbox", "number_input", "text_input", "text_area")
-
-
-def pages() -> list[str]:
-    """The page files app.py's navigation lists, in its order (st.Page("app_pages/x.py", ...))."""
-    tree = ast.parse((ROOT / "app.py").read_text())
-    found = []
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and getattr(node.func, "attr", getattr(node.func, "id", "")) == "Page"
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-        ):
-            found.append(node.args[0].value)
-    return found
 
 
 def _state(at: AppTest):
