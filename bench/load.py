@@ -46,7 +46,11 @@ OLD = {
 # `make run`: streamlit run with the model loading in the background from the start.
 NEW: dict = {"cmd": [sys.executable, "-m", "attnviz.ui.serve"], "args": [], "env": {}}
 ONES = 3  # N=1 is run this many times in a row (each a new student and sentence)
-MALLOC = {"MALLOC_MMAP_THRESHOLD_": "268435456", "MALLOC_TRIM_THRESHOLD_": "536870912"}
+MALLOC = {
+    "MALLOC_MMAP_THRESHOLD_": "268435456",
+    "MALLOC_TRIM_THRESHOLD_": "536870912",
+    "MALLOC_ARENA_MAX": "2",
+}
 WORDS = " ".join(
     [
         "the a cat dog bird river city house teacher student book light water tree stone road",
