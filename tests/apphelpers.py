@@ -77,3 +77,16 @@ def pages() -> list[str]:
             found.append(node.args[0].value)
     assert found, "no st.Page(...) found in app.py"
     return found
+
+
+def image_pixels(image) -> np.ndarray:
+    """The RGB pixels [h, w, 3] of a mosaic go.Image, from a figure or its spec: the app sends
+    it as a PNG data URI (`source`)."""
+    import io
+
+    from PIL import Image
+
+    uri = image["source"] if isinstance(image, dict) else image.source
+    assert uri.startswith("data:image/png;base64,"), uri[:40]
+    png = base64.b64decode(uri.split(",", 1)[1])
+    return np.array(Image.open(io.BytesIO(png)).convert("RGB"))

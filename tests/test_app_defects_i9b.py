@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from tests.apphelpers import app, decode, heatmap_specs, specs
+from attnviz.i18n import translate
+from tests.apphelpers import app, heatmap_specs, image_pixels, specs
 
 WHY_PAGE = "app_pages/why_scale.py"
 
@@ -63,7 +64,7 @@ def test_defect_6_whatif_follows_the_open_head_and_says_what_changed() -> None:
     # last layer silenced: the panel says no weight can move, and shows what did change
     assert any("last layer" in c.value for c in at.caption)
     metrics = {m.label: m.value for m in at.metric}
-    assert float(metrics["Sentence embedding cosine to the unchanged model"]) < 1.0
+    assert float(metrics[translate("bert.cosine")]) < 1.0
     moved = next(v for k, v in metrics.items() if k.startswith("Largest change"))
     assert float(moved.rstrip("%")) > 0
     # the shift grid outlines the silenced head and has no 1e-6 colour bar
@@ -90,7 +91,7 @@ def test_defect_6_silenced_heads_are_marked_in_the_overview_and_grids() -> None:
     grey = []
     for page in (at, plain):
         image = next(s for s in specs(page) if s["data"][0]["type"] == "image")
-        z = decode(image["data"][0]["z"]).reshape(-1, 3)  # [pixels, rgb]
+        z = image_pixels(image["data"][0]).reshape(-1, 3)  # [pixels, rgb]
         grey.append(int((z == 60).all(axis=1).sum()))
     assert grey[0] > 40 and grey[1] == 0, grey  # the X over the silenced thumbnail
 

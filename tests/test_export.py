@@ -40,7 +40,7 @@ def test_bert_json_has_the_sentence_the_model_every_knob_and_is_small(bert_trace
 
 
 def test_stack_json_carries_the_config_and_a_big_playground_stays_small() -> None:
-    config = StackConfig(d_model=1024, n_heads=32, d_head=1024, n_layers=6, causal=True)
+    config = StackConfig(d_model=256, n_heads=32, d_head=128, n_layers=6, causal=True)
     trace = trace_text(TEXT, config)
     data = json.loads(export.to_json(trace, TEXT))
     assert data["knobs"] == {"kind": "stack", "config": data["knobs"]["config"]}

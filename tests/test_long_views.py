@@ -13,7 +13,7 @@ import torch
 from attnviz import StackConfig, figures, rollout, trace_text
 from attnviz.colour import SCALES, colour_scale
 from attnviz.lines import is_cjk, lines_figure, select_lines
-from tests.apphelpers import app, decode, heatmap_specs, specs
+from tests.apphelpers import app, decode, heatmap_specs, image_pixels, specs
 
 LONG_TEXT = " ".join(f"w{i}" for i in range(200))
 
@@ -89,7 +89,7 @@ def test_focus_mosaic_draws_one_bar_per_key_of_the_focused_row() -> None:
     w[0, 1, 2] = torch.tensor([0.25, 0.25, 0.25, 0.25])
     w[:, :, [0, 1, 3]] = 0.25
     fig = figures.mosaic(w, thumb=8, gap=2, focus=2)
-    img = np.asarray(fig.data[0].z)  # [rows, cols, rgb]
+    img = image_pixels(fig.data[0])  # [rows, cols, rgb]
     tile0 = img[2:10, 2:10]  # head 0: th = tw = 8 (4 keys x 2 pixels)
     background = (tile0 == 246).all(-1)  # [8, 8]
     assert background[:, [0, 1, 4, 5, 6, 7]].all()  # keys 0, 2, 3 have no bar
@@ -102,8 +102,8 @@ def test_focus_mosaic_draws_one_bar_per_key_of_the_focused_row() -> None:
 
 def test_gamma_brightens_thin_weights_in_the_mosaic() -> None:
     w = spread_weights(64).unsqueeze(0)  # [layer, head, q, k]
-    lin = np.asarray(figures.mosaic(w).data[0].z, dtype=float)
-    pw = np.asarray(figures.mosaic(w, gamma=0.5).data[0].z, dtype=float)
+    lin = image_pixels(figures.mosaic(w).data[0]).astype(float)
+    pw = image_pixels(figures.mosaic(w, gamma=0.5).data[0]).astype(float)
     assert pw.mean() < lin.mean()  # darker blues on average: thin weights show
 
 

@@ -48,12 +48,12 @@ def test_expanded_error_is_zero_for_a_consistent_gqa_layer_and_not_for_a_broken_
     k_full = k.repeat_interleave(2, 0)  # [head, k, d]
     logits = (q @ k_full.transpose(-1, -2) * 0.3).masked_fill(~mask, float("-inf"))
     weights = torch.softmax(logits, -1)  # [head, q, k]
-    layer = LayerTrace(
-        q=q, k=k, v=v, scores=q @ k_full.transpose(-1, -2), scale=0.3, mask=mask,
+    fields = dict(
+        q=q, v=v, scores=q @ k_full.transpose(-1, -2), scale=0.3, mask=mask,
         weights=weights, z=weights @ v.repeat_interleave(2, 0), output=torch.zeros(5, 16),
     )  # fmt: skip
-    assert expanded_error(layer) < 1e-6
-    wrong = LayerTrace(**{**layer.__dict__, "k": k.flip(0)})  # groups swapped
+    assert expanded_error(LayerTrace(k=k, **fields)) < 1e-6
+    wrong = LayerTrace(k=k.flip(0), **fields)  # groups swapped
     assert expanded_error(wrong) > 1e-3
     assert mode(8, 8) == "MHA" and mode(8, 1) == "MQA" and mode(8, 2) == "GQA"
     assert kv_cache_bytes(32, 8, 128, 4096) == 2 * 32 * 8 * 128 * 4096 * 4  # Llama-3-8B: 512 MiB

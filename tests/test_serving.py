@@ -3,8 +3,6 @@ overview as a PNG that a head change does not resend, downloads built on demand,
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import os
 import subprocess
@@ -14,17 +12,15 @@ import threading
 import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from attnviz import StackConfig, figures, trace_text
 from attnviz.bytecache import ByteCache
 from attnviz.trace import LayerTrace, compact, pooled_weights, to_view
-from tests.apphelpers import ROOT, app, specs
+from tests.apphelpers import ROOT, app, image_pixels, specs
 
 
 def _png(uri: str) -> np.ndarray:
-    assert uri.startswith("data:image/png;base64,")
-    return np.array(Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).convert("RGB"))
+    return image_pixels({"source": uri})
 
 
 def test_png_data_uri_is_lossless_with_and_without_a_palette() -> None:

@@ -365,24 +365,28 @@ def export_json(trace: Trace) -> None:
         return build
 
     c1, c2 = st.columns(2)
-    c1.download_button(
-        t("ex.json_trace"),
-        built(export.to_json),
-        file_name=f"{stem}.json",
-        mime="application/json",
-        on_click="ignore",
-        key="json_trace",
-        help=t("ex.json_help", kb=export.json_bytes_estimate(trace) / 1024, n=len(trace.tokens)),
-    )
-    c2.download_button(
-        t("ex.npz_trace"),
-        built(export.to_npz),
-        file_name=f"{stem}_float32.npz",
-        mime="application/octet-stream",
-        on_click="ignore",
-        key="npz_trace",
-        help=t("ex.npz_help"),
-    )
+    with c1:
+        st.download_button(
+            t("ex.json_trace"),
+            built(export.to_json),
+            file_name=f"{stem}.json",
+            mime="application/json",
+            on_click="ignore",
+            key="json_trace",
+            help=t(
+                "ex.json_help", kb=export.json_bytes_estimate(trace) / 1024, n=len(trace.tokens)
+            ),
+        )
+    with c2:
+        st.download_button(
+            t("ex.npz_trace"),
+            built(export.to_npz),
+            file_name=f"{stem}_float32.npz",
+            mime="application/octet-stream",
+            on_click="ignore",
+            key="npz_trace",
+            help=t("ex.npz_help"),
+        )
 
 
 def explorer(
@@ -408,7 +412,9 @@ def explorer(
     elif view == "lines":
         from attnviz.ui.lines_view import lines_view
 
-        lines_view(trace, pick_layer, st.session_state.get("head", 0))
+        # Opens on the head in the URL (from the view before), so a link reopens the same lines.
+        raw = st.query_params.get("head", "0")
+        lines_view(trace, pick_layer, int(raw) if raw.isdigit() else 0)
     elif view == "rollout":
         from attnviz.ui.rollout_view import rollout_view
 
