@@ -18,7 +18,9 @@ from attnviz.i18n import examples
 from tests.apphelpers import app, pages
 
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
-# Symbols, names and units that stay as they are in the Chinese notes and papers.
+# Symbols, names and units that stay as they are in the Chinese notes and papers; number formats,
+# library and model-family names (GPT-2, Llama, BART...), the app's own name and cited authors
+# (Abnar & Zuidema, attention rollout) stay as written.
 ALLOWED = set(
     re.findall(
         r"\S+",
@@ -31,7 +33,9 @@ ALLOWED = set(
     cpu cuda GPU CPU CSV JSON PNG URL Hugging Face PyTorch torch
     softmax exp max log logit logits Concat concat LayerNorm BatchNorm ReLU FFN PE RoPE
     CLS SEP UNK PAD MASK Transformer nats batch seq
-    e alpha delta Delta sqrt frac top Sublayer Var split_head inf nan
+    e alpha delta Delta sqrt frac top Sublayer Var split_head inf nan NaN X_kv
+    float32 float16 bfloat16 NumPy attnviz
+    GPT Llama Qwen Mistral Gemma Phi OLMo Granite RoBERTa BART Abnar Zuidema
     """,
     )
 )
@@ -95,7 +99,8 @@ def visible_texts(at) -> list[str]:
             out.append(str(getattr(w, "help", "") or ""))
             if kind in ("selectbox", "radio", "multiselect", "select_slider", "button_group"):
                 out += [str(o) for o in w.options]
-            if kind in ("selectbox", "multiselect") and not w.value and w.value != 0:
+            # (an empty-string option that is selected, e.g. "none", is a value, not unset)
+            if (kind == "selectbox" and w.value is None) or (kind == "multiselect" and not w.value):
                 # An unset placeholder shows the frontend's English default.
                 default = "Choose options" if kind == "multiselect" else "Choose an option"
                 out.append(str(w.proto.placeholder) or default)
@@ -145,7 +150,7 @@ def english_words(at) -> dict[str, list[str]]:
     return found
 
 
-VIEWS = ["heads", "overview", "detail", "query", "link", "outputs", "stats"]
+VIEWS = ["heads", "overview", "detail", "lines", "rollout", "query", "link", "outputs", "stats"]
 STATES = (
     [(p, {}) for p in pages()]
     + [("app_pages/playground.py", {"view": v, "causal": "true"}) for v in VIEWS]
