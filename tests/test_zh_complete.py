@@ -189,3 +189,14 @@ def test_the_walk_sees_english_when_there_is_some() -> None:
     # The detector itself: the English UI is full of words it must flag.
     at = app("app_pages/multihead.py")
     assert {"Parameters", "part"} & set(english_words(at))
+
+
+def test_a_failed_load_is_summarised_in_chinese_with_the_loaders_message_kept() -> None:
+    query = {"model": "no-such-org/no-such-model-xyz"}
+    zh = app("app_pages/bert.py", query={"lang": "中文", **query})
+    assert any("无法加载" in e.value and "应用仍可使用" in e.value for e in zh.error)
+    assert any(e.label == "加载器的原始报错（英文）" for e in zh.expander)
+    assert any("no-such-org/no-such-model-xyz" in c.value for c in zh.code)
+    en = app("app_pages/bert.py", query=query)
+    assert any(e.value.startswith("Could not load") for e in en.error)
+    assert not any(e.label == "The loader's own message (in English)" for e in en.expander)
