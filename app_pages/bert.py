@@ -29,8 +29,14 @@ with st.sidebar:
         "auto",
         format_func={d: t(f"bert.device.{d}") for d in bert.devices()}.get,
     )
-    dtype = st.selectbox(
-        t("pm.dtype"), bert.DTYPES, key="dtype", help=t("pm.dtype_help"), bind="query-params"
+    dtype = ui.url_select(  # by value in the URL: the "auto" option is translated
+        st.selectbox,
+        t("pm.dtype"),
+        bert.DTYPES,
+        "dtype",
+        "float32",
+        help=t("pm.dtype_help"),
+        format_func={**{d: d for d in bert.DTYPES}, "auto": t("bert.device.auto")}.get,
     )
 
 model = bert.get_model(name.strip() or None, device, dtype)

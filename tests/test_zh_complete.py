@@ -18,7 +18,9 @@ from attnviz.i18n import examples
 from tests.apphelpers import app, pages
 
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
-# Symbols, names and units that stay as they are in the Chinese notes and papers.
+# Symbols, names and units that stay as they are in the Chinese notes and papers; number formats,
+# library and model-family names (GPT-2, Llama, BART...), the app's own name and cited authors
+# (Abnar & Zuidema, attention rollout) stay as written.
 ALLOWED = set(
     re.findall(
         r"\S+",
@@ -31,7 +33,9 @@ ALLOWED = set(
     cpu cuda GPU CPU CSV JSON PNG URL Hugging Face PyTorch torch
     softmax exp max log logit logits Concat concat LayerNorm BatchNorm ReLU FFN PE RoPE
     CLS SEP UNK PAD MASK Transformer nats batch seq
-    e alpha delta Delta sqrt frac top Sublayer Var split_head inf nan
+    e alpha delta Delta sqrt frac top Sublayer Var split_head inf nan NaN X_kv
+    float32 float16 bfloat16 NumPy attnviz
+    GPT Llama Qwen Mistral Gemma Phi OLMo Granite RoBERTa BART Abnar Zuidema
     """,
     )
 )
@@ -95,7 +99,8 @@ def visible_texts(at) -> list[str]:
             out.append(str(getattr(w, "help", "") or ""))
             if kind in ("selectbox", "radio", "multiselect", "select_slider", "button_group"):
                 out += [str(o) for o in w.options]
-            if kind in ("selectbox", "multiselect") and not w.value and w.value != 0:
+            # (an empty-string option that is selected, e.g. "none", is a value, not unset)
+            if (kind == "selectbox" and w.value is None) or (kind == "multiselect" and not w.value):
                 # An unset placeholder shows the frontend's English default.
                 default = "Choose options" if kind == "multiselect" else "Choose an option"
                 out.append(str(w.proto.placeholder) or default)
@@ -145,7 +150,7 @@ def english_words(at) -> dict[str, list[str]]:
     return found
 
 
-VIEWS = ["heads", "overview", "detail", "query", "link", "outputs", "stats"]
+VIEWS = ["heads", "overview", "detail", "lines", "rollout", "query", "link", "outputs", "stats"]
 STATES = (
     [(p, {}) for p in pages()]
     + [("app_pages/playground.py", {"view": v, "causal": "true"}) for v in VIEWS]
@@ -184,3 +189,14 @@ def test_the_walk_sees_english_when_there_is_some() -> None:
     # The detector itself: the English UI is full of words it must flag.
     at = app("app_pages/multihead.py")
     assert {"Parameters", "part"} & set(english_words(at))
+
+
+def test_a_failed_load_is_summarised_in_chinese_with_the_loaders_message_kept() -> None:
+    query = {"model": "no-such-org/no-such-model-xyz"}
+    zh = app("app_pages/bert.py", query={"lang": "中文", **query})
+    assert any("无法加载" in e.value and "应用仍可使用" in e.value for e in zh.error)
+    assert any(e.label == "加载器的原始报错（英文）" for e in zh.expander)
+    assert any("no-such-org/no-such-model-xyz" in c.value for c in zh.code)
+    en = app("app_pages/bert.py", query=query)
+    assert any(e.value.startswith("Could not load") for e in en.error)
+    assert not any(e.label == "The loader's own message (in English)" for e in en.expander)

@@ -9,7 +9,7 @@ from attnviz import markup, warmup
 from attnviz.public import check_model, public
 from attnviz.trace import Trace
 from attnviz.ui.caching import cached_trace
-from attnviz.ui.common import t
+from attnviz.ui.common import lang, t
 
 DTYPES = ["float32", "bfloat16", "auto"]  # "auto": bfloat16 on a GPU, float32 on the CPU
 
@@ -74,8 +74,14 @@ def get_model(name: str | None, device: str, dtype: str = "float32"):
                 state="complete",
             )
             return model
-    msg = t("bert.load_failed_public") if public() else markup.escape(failed)
-    st.error(t("bert.load_failed", name=shown, msg=msg))
+    if public():
+        st.error(t("bert.load_failed", name=shown, msg=t("bert.load_failed_public")))
+    elif lang() == "en":
+        st.error(t("bert.load_failed", name=shown, msg=markup.escape(failed)))
+    else:  # the loader's diagnostics are English: a translated summary, the original kept below
+        st.error(t("bert.load_failed_short", name=shown))
+        with st.expander(t("bert.error_original")):
+            st.code(str(failed), language=None, wrap_lines=True)
     return None
 
 

@@ -7,7 +7,7 @@ import html
 
 import streamlit as st
 
-from attnviz import figures, model_figures
+from attnviz import figures, markup, model_figures
 from attnviz.next_token import top_k
 from attnviz.trace import Trace
 from attnviz.ui.common import chart, t, url_seed, url_sync
@@ -36,7 +36,7 @@ def summary(model) -> None:
     st.caption(
         t(
             "pm.summary",
-            family=model.model_type,
+            family=markup.code(model.model_type),  # config.model_type, a code name
             kind=t(f"pm.kind.{model.kind}"),
             layers=model.n_layers,
             heads=model.n_heads,

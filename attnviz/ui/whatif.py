@@ -105,6 +105,9 @@ def results(change: WhatIf, trace: Trace, base: Trace, head: tuple[int, int]) ->
                     title=t("bert.diff_title", l=la, h=h),
                     bound=1.0,
                     height=460,
+                    value_name=t("w.diff"),
+                    x_title=t("w.key"),
+                    y_title=t("w.query"),
                 )
                 chart(fig, key="diff")
                 if (la, h) in change.silenced or float(change.shift[la, h]) <= 1e-6:
