@@ -24,6 +24,11 @@ from attnviz.ui.long import (
 from attnviz.ui.projector import table as show_table
 
 VIEWS = ("heads", "overview", "detail", "lines", "rollout", "query", "link", "outputs", "stats")
+# Which views show a layer / head picker.
+PICKS = {
+    "head": {"overview", "detail", "query", "outputs"},
+    "layer": {"heads", "overview", "detail", "lines", "rollout", "query", "outputs"},
+}
 
 
 def pick_view(default: str, views: tuple[str, ...] = VIEWS) -> str:
@@ -401,6 +406,14 @@ def explorer(
     """
     st.session_state["_follow_head"] = follow
     view = pick_view(default_view, views)
+    # A view without a layer or head picker leaves the old choice in the state but not in the
+    # URL: forget it, so the page (and the what-if panel above, which follows it) is what the
+    # link reopens.
+    stale = [k for k in ("layer", "head") if view not in PICKS[k] and st.session_state.get(k)]
+    for key in stale:
+        del st.session_state[key]
+    if stale and follow is not None:
+        st.rerun(scope="app")
     if view == "heads":
         layer = pick_layer(trace)
         saturation(trace, layer)
@@ -412,9 +425,7 @@ def explorer(
     elif view == "lines":
         from attnviz.ui.lines_view import lines_view
 
-        # Opens on the head in the URL (from the view before), so a link reopens the same lines.
-        raw = st.query_params.get("head", "0")
-        lines_view(trace, pick_layer, int(raw) if raw.isdigit() else 0)
+        lines_view(trace, pick_layer, st.session_state.get("head", 0))
     elif view == "rollout":
         from attnviz.ui.rollout_view import rollout_view
 

@@ -63,16 +63,13 @@ def lines_view(trace: Trace, pick_layer, head_default: int = 0) -> None:
     with c2:
         heads_all = list(range(trace.n_heads))
         first = [min(head_default, trace.n_heads - 1)]
-        if not set(st.session_state.get("lines_heads") or []) <= set(heads_all):
-            st.session_state["lines_heads"] = first  # the model has fewer heads now
+        chosen = st.session_state.get("lines_heads")
+        if chosen is None or not set(chosen) <= set(heads_all):
+            # Set as state, not as the widget's default: the URL then always carries the heads
+            # (a bound widget leaves its default out, and this default depends on the view before).
+            st.session_state["lines_heads"] = first
         # plain numbers as options: the URL then reads ?lines_heads=0&lines_heads=4 in any language
-        heads = st.multiselect(
-            t("lv.heads"),
-            heads_all,
-            key="lines_heads",
-            bind="query-params",
-            **({} if "lines_heads" in st.session_state else {"default": first}),
-        )
+        heads = st.multiselect(t("lv.heads"), heads_all, key="lines_heads", bind="query-params")
     with c3:
         default_w = 0.01 if n <= 40 else 0.02
         threshold = st.slider(

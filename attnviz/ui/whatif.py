@@ -15,12 +15,10 @@ from attnviz.whatif import WhatIf
 
 
 def followed_head(trace: Trace) -> tuple[int, int]:
-    """The (layer, head) open in the views below, as the link has it: a picker's state while its
-    value is in the URL, else 0 (a bound picker leaves its default out of the URL, and a view
-    without that picker leaves a stale value in the state but none in the URL)."""
+    """The (layer, head) open in the views below: their widgets' state, else the URL, else 0."""
 
     def read(key: str, hi: int) -> int:
-        raw = st.session_state.get(key, st.query_params.get(key)) if key in st.query_params else 0
+        raw = st.session_state.get(key, st.query_params.get(key, 0))
         try:
             value = int(raw)
         except (TypeError, ValueError):
