@@ -50,7 +50,7 @@ def test_decoder_page_and_next_token_diff(folders, size: str, request) -> None:
     assert "2 K/V heads (GQA)" in p.page.inner_text("body")
     p.shot("pretrained-llama")
     p.open(f"bert?model={model}&device=cpu&b_ablate=L1H0&b_ablate=L1H2&view=detail")
-    assert p.wait_count('[data-testid="stMetric"]', 1, timeout=60) == 1
+    assert p.wait_count('[data-testid="stMetric"]', 3, timeout=60) == 3  # the what-if row
     # the legend of the next-token chart, drawn after the script ends
     p.page.get_by_text("p unchanged").first.wait_for(timeout=30_000)
     p.shot("pretrained-llama-what-if")
@@ -75,7 +75,7 @@ def test_sharing_page_real_grouping(folders, big_page) -> None:
 def test_decoder_page_in_chinese(folders, big_page) -> None:
     model = quote(folders["llama"], safe="")
     big_page.open(f"bert?model={model}&device=cpu&lang=中文&b_scale=false")
-    assert big_page.wait_count('[data-testid="stMetric"]', 1, timeout=90) == 1
+    assert big_page.wait_count('[data-testid="stMetric"]', 3, timeout=90) == 3  # the what-if row
     big_page.page.get_by_text("原模型的 p").first.wait_for(timeout=30_000)  # chart legend
     body = big_page.page.inner_text("body")
     assert "预训练模型" in body and "解码器（因果）" in body
