@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 
-VIEW = '[data-testid="stButtonGroup"] button[role="radio"]'
+# The view picker is the page's first button group (the colour-scale picker of a view is another).
+VIEW = '[data-testid="stButtonGroup"] >> nth=0 >> button[role="radio"]'
 MODEL = '[data-testid="stSidebar"] input[aria-label^="Model"]'
 
 
@@ -54,6 +55,7 @@ def test_view_picker_keeps_its_view_after_a_bad_model_and_an_empty_sentence(page
     _type(page, '[data-testid="stSidebar"] textarea', "", submit="Control+Enter")
     _type(page, '[data-testid="stSidebar"] textarea', "The cat sat", submit="Control+Enter")
     assert _selected_views(page) == ["Head detail"]
+    page.page.get_by_text("What if…").first.click()  # the knobs are folded away by default
     page.page.get_by_text("÷ √d_k").first.click()  # the next change keeps the view
     _wait(page)
     assert _selected_views(page) == ["Head detail"]
