@@ -12,6 +12,7 @@ gets is compared with the engine's result for that session's knobs, computed alo
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -52,6 +53,11 @@ def test_two_sessions_with_different_knobs_interleaved(bundled) -> None:
             try:
                 tab = Session(port)
                 tab.run(page="bert")  # draws the knobs: their widget ids come back
+                deadline = time.monotonic() + 180
+                while "b_temp" not in tab.elements and time.monotonic() < deadline:
+                    # a fresh server shows the loader's progress until the bundled model is ready
+                    time.sleep(0.5)
+                    tab.run(page="bert")
                 for temperature in temperatures:
                     states = [
                         WidgetState(id=tab.widget("b_temp"), double_value=temperature),

@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -112,6 +113,25 @@ def proxy(tmp_path_factory):
                 p.kill()
 
 
+def _run_async(coro):
+    """asyncio.run in a thread of its own: the browser tests (Playwright's sync API) leave an
+    event loop running in the main thread when they run first in the same process."""
+    box: dict = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as err:  # noqa: BLE001 - raised again in the caller
+            box["error"] = err
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 def test_a_session_works_through_nginx_and_stays_on_one_replica(proxy) -> None:
     from wsclient import Session
 
@@ -135,7 +155,7 @@ def test_a_session_works_through_nginx_and_stays_on_one_replica(proxy) -> None:
             ran.append(run.ok and "layer" in run.elements)  # a second layer: its slider appears
             return upgraded, handshake.headers["X-Attnviz-Replica"], ran
 
-    upgraded, ws_replica, ran = asyncio.run(visit())
+    upgraded, ws_replica, ran = _run_async(visit())
     assert upgraded == (101, "websocket")
     assert ws_replica == first  # the websocket went where the page came from
     assert ran == [True, True, True]
