@@ -74,7 +74,7 @@ with st.expander(t("bert.whatif"), expanded=False):
     masked = st.multiselect(
         t("bert.mask"),
         range(len(tokens)),
-        format_func=lambda i: f"{i}: {tokens[i]}",
+        format_func=ui.numbered(tokens),
         key="b_mask",
         placeholder=t("bert.pick_tokens"),
         bind="query-params",

@@ -45,7 +45,7 @@ fill = st.segmented_control(
     t("mk.fill_pick"),
     [name for name in masks.FILLS if name != "-inf"],
     default="1e-10",
-    format_func=lambda name: t(f"mk.fill.{name}"),
+    format_func={name: t(f"mk.fill.{name}") for name in masks.FILLS}.get,
     key="mk_fill",
     bind="query-params",
 )

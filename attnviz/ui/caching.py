@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import weakref
@@ -49,7 +50,56 @@ def cached_trace(key: Hashable, make: Callable[[], Trace]) -> Trace:
         with _workers():
             return compact(make())
 
-    return trace_cache().get(key, made, owner=ctx.session_id if ctx else None)
+    trace = trace_cache().get(key, made, owner=ctx.session_id if ctx else None)
+    with _origin_lock:
+        if id(trace) not in _origins:
+            _origins[id(trace)] = (key, make)
+            weakref.finalize(trace, _origins.pop, id(trace), None)
+    return trace
+
+
+# id(trace) -> (cache key, how to make it), for every trace cached_trace handed out and still alive.
+_origins: dict[int, tuple[Hashable, Callable[[], Trace]]] = {}
+_origin_lock = threading.Lock()
+
+
+class TraceRef:
+    """What a fragment keeps between runs instead of its trace. Streamlit stores a fragment with
+    its arguments until the session's next full run, and a disconnected session for two minutes
+    more (server.disconnectedSessionTTL): a class of 30 at 512 tokens kept one ~90 MiB trace per
+    session that way, outside the byte-bounded cache (bench/load.py: 9 GB peak). A TraceRef holds
+    the trace weakly plus its cache key and maker: while the cache or a running script holds the
+    trace it is that object; once evicted, it is made again (through the cache) on the next
+    fragment run. A trace that did not come from cached_trace is held as it is."""
+
+    def __init__(self, trace: Trace) -> None:
+        self._ref = weakref.ref(trace)
+        with _origin_lock:
+            self._origin = _origins.get(id(trace))
+        self._held = trace if self._origin is None else None
+
+    def get(self) -> Trace:
+        trace = self._ref()
+        if trace is not None:
+            return trace
+        key, make = self._origin
+        return cached_trace(key, make)
+
+
+def trace_fragment(view: Callable[..., None]) -> Callable[..., None]:
+    """`st.fragment` for a view whose first argument is a trace: the fragment keeps a TraceRef,
+    not the trace, between runs. Call it with the trace as usual."""
+
+    @st.fragment
+    @functools.wraps(view)
+    def fragment(ref: TraceRef, *args, **kwargs) -> None:
+        view(ref.get(), *args, **kwargs)
+
+    @functools.wraps(view)
+    def call(trace: Trace, *args, **kwargs) -> None:
+        fragment(TraceRef(trace), *args, **kwargs)
+
+    return call
 
 
 _per_trace: dict[int, tuple[weakref.ref, dict]] = {}

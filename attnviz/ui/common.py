@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from attnviz import markup
@@ -390,6 +392,19 @@ def localized(table, cells: tuple[str, ...] = ()):
     names = {c: t(f"col.{c}") for c in table.columns if f"col.{c}" in known}
     names |= {c: t("col.on", name=c[3:]) for c in table.columns if str(c).startswith("on ")}
     return table.rename(columns=names)
+
+
+def numbered(tokens, none: str | None = None) -> Callable[[int | None], str]:
+    """A picker's format_func, "3: cat" for position 3. Over the tokens only, never a trace or a
+    page's namespace: Streamlit keeps a widget's format_func with the session (and a closed
+    session for two minutes), and a lambda written in a page script would keep that page's
+    globals, its traces included (~90 MiB a session at 512 tokens; bench/load.py)."""
+    tokens = list(tokens)
+
+    def label(i: int | None) -> str:
+        return none if i is None else f"{i}: {tokens[i]}"
+
+    return label
 
 
 def distinct_labels(tokens: list[str]) -> list[str]:

@@ -13,8 +13,17 @@ import torch
 from attnviz import figures, frames, markup, views
 from attnviz.links import default_link
 from attnviz.trace import Trace, heads_linking, mean_entropy, mean_max_weight
-from attnviz.ui.caching import per_trace
-from attnviz.ui.common import chart, grid, lang, localized, t, url_seed, url_sync
+from attnviz.ui.caching import per_trace, trace_fragment
+from attnviz.ui.common import (
+    chart,
+    grid,
+    lang,
+    localized,
+    numbered,
+    t,
+    url_seed,
+    url_sync,
+)
 from attnviz.ui.long import (
     LONG,
     pick_focus,
@@ -77,9 +86,7 @@ def pick_query(trace: Trace) -> int:
     n = len(trace.tokens)
     url_seed("query", list(range(n)), 0)
     _int_in_range("query", n)
-    query = st.selectbox(
-        t("ex.query"), range(n), format_func=lambda i: f"{i}: {trace.tokens[i]}", key="query"
-    )
+    query = st.selectbox(t("ex.query"), range(n), format_func=numbered(trace.tokens), key="query")
     url_sync("query", 0)
     return query
 
@@ -120,7 +127,7 @@ def _mosaic_pick() -> None:
         st.session_state["layer"], st.session_state["head"] = int(layer), int(head)
 
 
-@st.fragment
+@trace_fragment
 def overview(trace: Trace) -> None:
     """Every layer x head in one image; pick one to drill in."""
     shared = st.toggle(
@@ -208,7 +215,7 @@ def _head_triplet(
     )
 
 
-@st.fragment
+@trace_fragment
 def detail(trace: Trace) -> None:
     """Raw scores, the logits softmax sees, and the weights of one head, side by side."""
     c1, c2, c3 = st.columns([2, 2, 2])
@@ -230,7 +237,7 @@ def detail(trace: Trace) -> None:
     _head_triplet(trace, layer, head, shared, mark)
 
 
-@st.fragment
+@trace_fragment
 def one_query(trace: Trace) -> None:
     """One query against every key: q·k, × scale, exp, softmax, as numbers and a bar chart."""
     c1, c2, c3 = st.columns(3)
@@ -311,7 +318,7 @@ def link(trace: Trace) -> None:
     )
 
 
-@st.fragment
+@trace_fragment
 def outputs(trace: Trace) -> None:
     """Per-head z and the block's output after W_O."""
     c1, c2 = st.columns(2)

@@ -6,6 +6,7 @@ import streamlit as st
 
 from attnviz.lines import is_cjk, lines_figure
 from attnviz.trace import Trace
+from attnviz.ui.caching import trace_fragment
 from attnviz.ui.common import chart, t, url_seed, url_sync
 from attnviz.ui.long import LONG, pick_window
 
@@ -18,12 +19,17 @@ def _focus_options(trace: Trace) -> list[str]:
     ]
 
 
-def _focus_label(trace: Trace, value: str) -> str:
-    if not value:
-        return t("lv.focus_none")
-    side, pos = value[0], int(value[1:])
-    tokens = trace.tokens if side == "q" else trace.key_tokens
-    return t(f"lv.focus_{side}", i=pos, token=tokens[pos])
+def _focus_labels(trace: Trace):
+    # Over the token lists, not the trace: Streamlit keeps a format_func with the session.
+    sides = {"q": list(trace.tokens), "k": list(trace.key_tokens)}
+
+    def label(value: str) -> str:
+        if not value:
+            return t("lv.focus_none")
+        side, pos = value[0], int(value[1:])
+        return t(f"lv.focus_{side}", i=pos, token=sides[side][pos])
+
+    return label
 
 
 def _clicked() -> None:
@@ -52,7 +58,7 @@ def _sentence_ranges(trace: Trace, which: str) -> tuple[tuple[int, int] | None, 
     return pick[which]
 
 
-@st.fragment
+@trace_fragment
 def lines_view(trace: Trace, pick_layer, head_default: int = 0) -> None:
     """Query tokens on the left, keys on the right (or two rows), a line per pair above w."""
     n_q, n_k = len(trace.tokens), len(trace.key_tokens)
@@ -83,7 +89,7 @@ def lines_view(trace: Trace, pick_layer, head_default: int = 0) -> None:
         if st.session_state.get("lines_focus") not in options:
             st.session_state["lines_focus"] = ""
         focus_value = st.selectbox(
-            t("lv.focus"), options, format_func=lambda v: _focus_label(trace, v),
+            t("lv.focus"), options, format_func=_focus_labels(trace),
             key="lines_focus", help=t("lv.lines_focus_help"),
         )  # fmt: skip
         url_sync("lines_focus", "")

@@ -7,7 +7,7 @@ import streamlit as st
 from attnviz import views
 from attnviz.colour import SCALES
 from attnviz.trace import Trace
-from attnviz.ui.common import t, url_seed, url_sync
+from attnviz.ui.common import numbered, t, url_seed, url_sync
 from attnviz.views import LONG, default_scale
 
 
@@ -51,7 +51,7 @@ def pick_focus(trace: Trace, key: str = "focus") -> int | None:
     focus = st.selectbox(
         t("lv.focus"),
         options,
-        format_func=lambda i: t("lv.focus_none") if i is None else f"{i}: {trace.tokens[i]}",
+        format_func=numbered(trace.tokens, none=t("lv.focus_none")),
         key=key,
         help=t("lv.focus_help"),
         placeholder=t("lv.focus_none"),

@@ -6,11 +6,12 @@ import streamlit as st
 
 from attnviz import markup, views
 from attnviz.trace import Trace
+from attnviz.ui.caching import trace_fragment
 from attnviz.ui.common import chart, t
 from attnviz.ui.long import pick_scale
 
 
-@st.fragment
+@trace_fragment
 def rollout_view(trace: Trace, pick_layer, pick_query) -> None:
     """rollout(trace) at one layer, and the row of one token as bars."""
     n = len(trace.tokens)
