@@ -366,6 +366,71 @@ def _mosaic_figure(tiles, gap, selected, title, height, marked=()) -> go.Figure:
     return _layout(fig, title, height)
 
 
+def weights_image(
+    matrix: torch.Tensor,
+    x_tokens: Sequence[str],
+    y_tokens: Sequence[str],
+    *,
+    title: str = "",
+    side: int = 256,
+    gamma: float = 1.0,
+    height: int | None = None,
+    x_title: str = "key",
+    y_title: str = "query",
+    max_ticks: int = 32,
+) -> go.Figure:
+    """One head's weights [q, k] as a 256-colour PNG, average-pooled to at most `side` pixels a side
+    and coloured like the overview's thumbnails ((w/max)^gamma). A preview for long inputs: at
+    512 tokens tens of kilobytes on the wire, where the same map as a heatmap of numbers is ~1.5 MB
+    (and three of them were sent on every head change of the overview). The axes count token
+    positions: ticks name every k-th token, hover gives the positions under the pointer."""
+    w = matrix.detach().float().cpu()  # [q, k]
+    n_q, n_k = w.shape
+    h_px, w_px = min(n_q, side), min(n_k, side)
+    if (h_px, w_px) != (n_q, n_k):
+        w = torch.nn.functional.adaptive_avg_pool2d(w[None, None], (h_px, w_px))[0, 0]
+    norm = (w / w.amax().clamp_min(1e-12)).clamp(0, 1)
+    lut = _colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS)
+    img = lut[(norm**gamma * (MOSAIC_LEVELS - 1)).round().long().numpy()]  # [h_px, w_px, rgb]
+    dx, dy = n_k / w_px, n_q / h_px  # tokens per pixel
+    fig = go.Figure(
+        go.Image(
+            source=png_data_uri(img),
+            x0=(dx - 1) / 2,  # pixel i is centred on the tokens it averages
+            dx=dx,
+            y0=(dy - 1) / 2,
+            dy=dy,
+            hovertemplate=f"{html.escape(y_title)} %{{y:.0f}}<br>"
+            f"{html.escape(x_title)} %{{x:.0f}}<extra></extra>",
+        )
+    )
+    xs, ys = escape(x_tokens), escape(y_tokens)
+    sx, sy = _tick_step(n_k, max_ticks), _tick_step(n_q, max_ticks)
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=list(range(0, n_k, sx)),
+        ticktext=[f"{j}: {xs[j]}" for j in range(0, n_k, sx)],
+        tickangle=-90,
+        side="bottom",
+        showgrid=False,
+        zeroline=False,
+        range=[-0.5, n_k - 0.5],
+        title=dict(text=x_title, font=dict(size=12)),
+    )
+    fig.update_yaxes(
+        tickmode="array",
+        tickvals=list(range(0, n_q, sy)),
+        ticktext=[f"{i}: {ys[i]}" for i in range(0, n_q, sy)],
+        showgrid=False,
+        zeroline=False,
+        range=[n_q - 0.5, -0.5],
+        scaleanchor="x",
+        constrain="domain",
+        title=dict(text=y_title, font=dict(size=12)),
+    )
+    return _layout(fig, title, height)
+
+
 def png_data_uri(img: np.ndarray) -> str:
     """An RGB uint8 image [h, w, 3] as a PNG data URI, lossless. An image of at most 256 colours
     (the mosaic: 255 levels and white) is written with a palette: one byte a pixel, ~25 KB for

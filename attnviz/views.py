@@ -106,6 +106,26 @@ def overview_figure(
     )
 
 
+def head_image_figure(
+    trace: Trace, tr: Tr, layer: int, head: int, mode: str | None = None, side: int = 256
+) -> go.Figure:
+    """The overview's chosen head on a long input: its weights as a compact image (see
+    figures.weights_image), coloured like the thumbnails above it. Head detail has the numbers."""
+    n = _n(trace)
+    w = trace.layers[layer].head("weights", head)  # [q, k] on the trace's device
+    return figures.weights_image(
+        w,
+        trace.key_tokens,
+        trace.tokens,
+        title=tr("ex.overview_head_title", l=layer, h=head),
+        side=side,
+        gamma=overview_gamma(trace, mode),
+        height=min(900, max(560, 2 * min(n, side) + 160)),
+        x_title=tr("w.key"),
+        y_title=tr("w.query"),
+    )
+
+
 def overview_gamma(trace: Trace, mode: str | None) -> float:
     mode = mode or default_scale(_n(trace))
     return {"power": GAMMA, "log": GAMMA / 2, "fixed": 1.0, "max": 1.0}[mode]

@@ -140,7 +140,10 @@ def overview(trace: Trace) -> None:
         head = pick_head(trace)
     with c3:
         focus = pick_focus(trace)
-    mode = st.session_state.get("wscale")
+    # The colour scale of the mosaic and of the chosen head below it, picked here and not below
+    # the mosaic: a picker drawn after the image left its choice unset on the first run, so the
+    # next head change drew (and sent) the mosaic again in another scale.
+    mode = pick_scale(max(len(trace.tokens), len(trace.key_tokens)), short="max")
     # Cached per trace: the same figure object when only the head changes, so the browser keeps
     # the image (Streamlit sends a reference to a message it already holds, not the image again).
     fig = per_trace(
@@ -162,7 +165,21 @@ def overview(trace: Trace) -> None:
     gamma = views.overview_gamma(trace, mode)
     if gamma != 1.0:
         st.caption(t("lv.mosaic_gamma", gamma=gamma))
-    _head_triplet(trace, layer, head, shared=False)
+    if max(len(trace.tokens), len(trace.key_tokens)) <= LONG:
+        _head_triplet(trace, layer, head, shared=False, mode=mode)
+        return
+    # Long input: the chosen head as an image, not three maps of n x n numbers (at 512 tokens
+    # ~3.3 MB on every head change; this is tens of KB). Head detail has the numbers.
+    fig = views.head_image_figure(trace, t, layer, head, mode)
+    chart(fig, key="overview_head", name=f"weights_L{layer}_H{head}")
+    n = max(len(trace.tokens), len(trace.key_tokens))
+    st.caption(t("ex.overview_head_help", k=-(-n // 256)))
+    st.button(
+        t("ex.link_open", l=layer, h=head),
+        on_click=_open_detail,
+        args=(layer, head),
+        key="overview_open",
+    )
 
 
 def _mark(trace: Trace) -> tuple[int, int] | None:
@@ -176,13 +193,20 @@ def _mark(trace: Trace) -> tuple[int, int] | None:
 
 
 def _head_triplet(
-    trace: Trace, layer: int, head: int, shared: bool, mark: tuple[int, int] | None = None
+    trace: Trace,
+    layer: int,
+    head: int,
+    shared: bool,
+    mark: tuple[int, int] | None = None,
+    mode: str | None = None,
 ) -> None:
+    """`mode`: the colour scale picked above (the overview's); None draws its own picker."""
     lt = trace.layers[layer]
     n = max(len(trace.tokens), len(trace.key_tokens))
     c1, c2 = st.columns(2)
-    with c1:
-        mode = pick_scale(n, short="max")
+    if mode is None:
+        with c1:
+            mode = pick_scale(n, short="max")
     with c2:
         lo, hi = pick_window(n)
     scores, logits, weights = views.detail_figures(
@@ -269,10 +293,11 @@ def one_query(trace: Trace) -> None:
     st.caption(t("ex.qk_help", kv=kv))
 
 
-def _open_detail(layer: int, head: int, query: int = 0, key: int = 0) -> None:
+def _open_detail(layer: int, head: int, query: int | None = None, key: int = 0) -> None:
     st.session_state["layer"], st.session_state["head"] = layer, head
     st.session_state["view"] = "detail"
-    st.session_state["mark"] = f"{query},{key}"  # detail outlines this query row and key
+    if query is not None:
+        st.session_state["mark"] = f"{query},{key}"  # detail outlines this query row and key
 
 
 def link(trace: Trace) -> None:

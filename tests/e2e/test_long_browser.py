@@ -58,7 +58,7 @@ VIEWS = {
     # view: (charts it draws, what proves the structure is there)
     "detail": 3,
     "heads": 12,
-    "overview": 4,
+    "overview": 2,  # the mosaic and the chosen head as an image (Head detail has the numbers)
     "lines": 1,
     "rollout": 2,
 }
@@ -101,6 +101,6 @@ def test_lines_view_draws_webgl_and_a_click_isolates_a_token(big_page) -> None:
 def test_overview_token_focus_shows_one_row_per_head(big_page) -> None:
     p = big_page
     p.open(url("overview", focus="5"))
-    assert p.wait_count(CHARTS, 4, timeout=90, at_least=True) >= 4
+    assert p.wait_count(CHARTS, 2, timeout=90, at_least=True) >= 2  # the mosaic and the head
     assert p.page.get_by_text("Each thumbnail is the row of").count() == 1
     p.shot("long-overview-focus")
