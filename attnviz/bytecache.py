@@ -18,6 +18,7 @@ class _Entry:
     value: Any
     nbytes: int
     owners: set[str] = field(default_factory=set)
+    pinned: bool = False  # kept when its sessions end (only the byte limit evicts it)
 
 
 class ByteCache:
@@ -70,13 +71,21 @@ class ByteCache:
             for key in list(self._entries):
                 entry = self._entries[key]
                 entry.owners = {o for o in entry.owners if alive(o)}
-                if not entry.owners:
+                if not entry.owners and not entry.pinned:
                     del self._entries[key]
                     freed += entry.nbytes
             self.nbytes -= freed
         if freed:
             trim_heap()
         return freed
+
+    def pin(self) -> int:
+        """Keep every entry cached now when the sessions that read it end (e.g. the landing page's
+        trace, made before the server opened); returns how many. The byte limit still applies."""
+        with self._lock:
+            for entry in self._entries.values():
+                entry.pinned = True
+            return len(self._entries)
 
     def clear(self) -> None:
         with self._lock:

@@ -6,6 +6,7 @@ Run:  .venv/bin/python bench/load.py            (N = 1, 10, 30; 32 tokens; ~3 mi
       .venv/bin/python bench/load.py --tokens 512 --sessions 30 --no-baseline
       .venv/bin/python bench/load.py --sentences 100 --tokens 512   (one user, RSS over time)
       .venv/bin/python bench/load.py --cold     (first visitor against a cold server)
+      .venv/bin/python bench/load.py --cold-browser   (the same, timed in headless Chromium)
 
 Each session: open the BERT page, type its own sentence, change head on the overview, switch to
 Head detail, change head, type a new sentence, with 0.5-1.5 s of think time before each step.
@@ -332,6 +333,51 @@ def cold_start(settings: dict, name: str) -> None:
     )
 
 
+def cold_browser(settings: dict, name: str) -> None:
+    """A first visitor in a real browser (Debian's chromium, as the e2e tests use): the moment the
+    server answers its health check, open the Pretrained-model page and time, from the request,
+    the page's title drawn and the overview fully drawn (the mosaic image in the DOM and the
+    script finished); then a second tab on the warm server, timed the same way."""
+    import shutil
+
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    args = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+    image = '[data-testid="stPlotlyChart"] .imagelayer image'
+
+    def visit(browser, url: str) -> tuple[float, float]:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        t0 = time.perf_counter()
+        page.goto(f"{url}/bert", wait_until="commit")
+        page.locator("h1").first.wait_for(timeout=120_000)
+        drawn = time.perf_counter() - t0
+        page.locator(image).first.wait_for(state="attached", timeout=120_000)
+        app = page.locator('[data-testid="stApp"]')
+        while app.get_attribute("data-test-script-state") != "notRunning":
+            time.sleep(0.02)
+        full = time.perf_counter() - t0
+        page.close()
+        return drawn, full
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=args)
+        browser.new_page().close()  # the browser's own start is not the server's
+        server = Server(settings, f"coldb-{name}")
+        try:
+            healthy = server.wait_healthy()
+            first = visit(browser, server.url)
+            warm = visit(browser, server.url)
+        finally:
+            server.stop()
+            browser.close()
+    print(
+        f"  {name:<9} healthy {healthy:5.1f} s after start; first visitor: title drawn "
+        f"{first[0]:5.2f} s, overview drawn {first[1]:5.2f} s; warm tab: {warm[0]:5.2f} s, "
+        f"{warm[1]:5.2f} s; first/warm (overview drawn) {first[1] / warm[1]:4.2f}"
+    )
+
+
 def print_runs(runs: list[dict], label: str) -> None:
     print(f"\n{label}")
     print(
@@ -373,6 +419,7 @@ def main() -> None:
     ap.add_argument("--baseline-load", action="store_true", help="the load runs on it too")
     ap.add_argument("--sentences", type=int, default=0, help="one user, this many sentences")
     ap.add_argument("--cold", action="store_true", help="first visitor on a cold server")
+    ap.add_argument("--cold-browser", action="store_true", help="--cold, timed in Chromium")
     ap.add_argument("--new-args", default="", help="extra streamlit options for the new server")
     ap.add_argument("--new-env", default="", help="extra VAR=value,... for the new server")
     args = ap.parse_args()
@@ -383,9 +430,9 @@ def main() -> None:
     think = tuple(float(x) for x in args.think.split(","))
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}, {os.cpu_count()} cores")
 
-    if args.cold:
+    if args.cold or args.cold_browser:
         print("cold start (time from the first request):")
-        cold_start(NEW, "new")
+        (cold_browser if args.cold_browser else cold_start)(NEW, "new")
         return
 
     configs = [("new", NEW)] if args.no_baseline else [("today", OLD), ("new", NEW)]

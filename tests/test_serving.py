@@ -193,6 +193,36 @@ def test_warmup_loads_the_model_then_freezes_the_collector() -> None:
     assert env_off.stdout.split() == ["6", "False"], env_off.stderr[-2000:]
 
 
+def test_pinned_entries_outlive_their_sessions_but_not_the_byte_limit() -> None:
+    cache = ByteCache(100, len)
+    cache.get("landing", lambda: b"x" * 40, owner="warm-up session")
+    assert cache.pin() == 1
+    cache.get("student", lambda: b"y" * 40, owner="s1")
+    assert cache.release(lambda session: False) == 40  # the student's entry goes, not the pinned
+    assert "landing" in cache and "student" not in cache
+    cache.get("big", lambda: b"z" * 90, owner="s2")  # LRU by bytes still evicts a pinned entry
+    assert "landing" not in cache and "big" in cache
+
+
+def test_serve_renders_the_pages_before_it_opens_and_pins_their_traces() -> None:
+    """`make run` opens the server warm: the landing pages rendered once, their traces kept."""
+    code = (
+        "import gc\n"
+        "from attnviz.ui import serve\n"
+        "from attnviz.ui.caching import trace_cache\n"
+        "ok = serve.prime('app.py')\n"
+        "cache = trace_cache()\n"
+        "freed = cache.release(lambda session: False)  # every session that read them has ended\n"
+        "keys = sorted(str(k[0]) for k in cache._entries)\n"
+        "print(ok, freed, ','.join(keys), gc.get_freeze_count() > 100_000)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert out.stdout.split()[-4:] == ["True", "0", "bert,stack", "True"], out.stderr[-3000:]
+    assert "attnviz: warm in" in out.stdout
+
+
 @pytest.mark.parametrize(
     "var,value", [("ATTNVIZ_TRACE_WORKERS", "3"), ("ATTNVIZ_CACHE_BYTES", "5")]
 )
