@@ -6,12 +6,13 @@ import base64
 import functools
 import html
 import io
+import os
 from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 import torch
-from plotly.colors import sample_colorscale
+from plotly.colors import get_colorscale, sample_colorscale
 
 from attnviz.frames import to_numpy
 
@@ -90,7 +91,7 @@ def heatmap(
         z=z,
         x=x_cat,
         y=y_cat,
-        colorscale=colorscale,
+        colorscale=_named_scale(colorscale) if isinstance(colorscale, str) else colorscale,
         zmin=zmin,
         zmax=zmax,
         showscale=show_scale,
@@ -168,14 +169,32 @@ def heatmap(
             title=dict(text=y_title if show_y_labels else "", font=dict(size=12)),
             showgrid=False,
         ),
-        shapes=shapes,
+        **({"shapes": shapes} if shapes else {}),
     )
     if auto_ticks:
         for axis in (layout["xaxis"], layout["yaxis"]):
             for name in ("tickvals", "ticktext"):
                 del axis[name]
             axis["tickmode"] = "auto"
-    return go.Figure(data=data, layout=_layout_dict(title, height, layout))
+    return _figure(data, _layout_dict(title, height, layout))
+
+
+def _figure(data: list[dict], layout: dict) -> go.Figure:
+    """A figure from plain dicts, without plotly's property-by-property validation: that was half
+    of building a mosaic or a head's heatmap (~10 ms of every new sentence with the GIL held, which
+    a class of 30 waits for in turn). What these dicts hold is pinned by the tests, which build
+    every figure with validation on (ATTNVIZ_VALIDATE_FIGURES=1, set in tests/conftest.py)."""
+    return go.Figure(data=data, layout=layout, _validate=_VALIDATE)
+
+
+@functools.cache
+def _named_scale(name: str) -> list[list]:
+    # What plotly's validation does to a named scale: plotly.js does not know plotly.py's names
+    # ("RdBu_r" is plotly.py's reversal; its "Blues" is not plotly.js's), so send the colours.
+    return [[float(at), colour] for at, colour in get_colorscale(name)]
+
+
+_VALIDATE = os.environ.get("ATTNVIZ_VALIDATE_FIGURES", "0").strip() == "1"
 
 
 def _layout_dict(title: str, height: int | None, extra: dict) -> dict:
@@ -326,21 +345,20 @@ def _mosaic_figure(tiles, gap, selected, title, height, marked=()) -> go.Figure:
             img[y0 - d : y0 + th + d, x0 + tw + d - 1] = colour
     # A compressed image, not the raw RGB array: plotly would send that as base64 JSON (~1.9 MB
     # at any n); as PNG it is tens of kilobytes and the browser decodes it.
-    fig = go.Figure(go.Image(source=png_data_uri(img), hoverinfo="skip"))
+    image = dict(type="image", source=png_data_uri(img), hoverinfo="skip")
     # One invisible marker per thumbnail: hovering names the head, clicking selects it.
     centres = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
-    fig.add_trace(
-        go.Scatter(
-            x=[gap + h * cell_w + tw / 2 for _, h in centres],
-            y=[gap + la * cell_h + th / 2 for la, _ in centres],
-            mode="markers",
-            marker=dict(size=max(12, min(th, tw)), symbol="square", color="rgba(0,0,0,0)"),
-            customdata=centres,
-            hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra></extra>",
-            showlegend=False,
-        )
+    markers = dict(
+        type="scatter",
+        x=[gap + h * cell_w + tw / 2 for _, h in centres],
+        y=[gap + la * cell_h + th / 2 for la, _ in centres],
+        mode="markers",
+        marker=dict(size=max(12, min(th, tw)), symbol="square", color="rgba(0,0,0,0)"),
+        customdata=centres,
+        hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra></extra>",
+        showlegend=False,
     )
-    fig.update_xaxes(
+    xaxis = dict(
         tickmode="array",
         tickvals=[gap + h * cell_w + tw / 2 for h in range(n_heads)],
         ticktext=[f"H{h}" for h in range(n_heads)],
@@ -350,7 +368,7 @@ def _mosaic_figure(tiles, gap, selected, title, height, marked=()) -> go.Figure:
         range=[-0.5, img.shape[1] - 0.5],
         constrain="domain",
     )
-    fig.update_yaxes(
+    yaxis = dict(
         tickmode="array",
         tickvals=[gap + layer * cell_h + th / 2 for layer in range(n_layers)],
         ticktext=[f"L{layer}" for layer in range(n_layers)],
@@ -363,7 +381,7 @@ def _mosaic_figure(tiles, gap, selected, title, height, marked=()) -> go.Figure:
     if height is None:
         # Keep thumbnails near their pixel size: no tall empty band around a one-layer mosaic.
         height = min(900, max(180, int(img.shape[0] * 1.6) + 70))
-    return _layout(fig, title, height)
+    return _figure([image, markers], _layout_dict(title, height, dict(xaxis=xaxis, yaxis=yaxis)))
 
 
 def weights_image(
@@ -393,20 +411,19 @@ def weights_image(
     lut = _colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS)
     img = lut[(norm**gamma * (MOSAIC_LEVELS - 1)).round().long().numpy()]  # [h_px, w_px, rgb]
     dx, dy = n_k / w_px, n_q / h_px  # tokens per pixel
-    fig = go.Figure(
-        go.Image(
-            source=png_data_uri(img),
-            x0=(dx - 1) / 2,  # pixel i is centred on the tokens it averages
-            dx=dx,
-            y0=(dy - 1) / 2,
-            dy=dy,
-            hovertemplate=f"{html.escape(y_title)} %{{y:.0f}}<br>"
-            f"{html.escape(x_title)} %{{x:.0f}}<extra></extra>",
-        )
+    image = dict(
+        type="image",
+        source=png_data_uri(img),
+        x0=(dx - 1) / 2,  # pixel i is centred on the tokens it averages
+        dx=dx,
+        y0=(dy - 1) / 2,
+        dy=dy,
+        hovertemplate=f"{html.escape(y_title)} %{{y:.0f}}<br>"
+        f"{html.escape(x_title)} %{{x:.0f}}<extra></extra>",
     )
     xs, ys = escape(x_tokens), escape(y_tokens)
     sx, sy = _tick_step(n_k, max_ticks), _tick_step(n_q, max_ticks)
-    fig.update_xaxes(
+    xaxis = dict(
         tickmode="array",
         tickvals=list(range(0, n_k, sx)),
         ticktext=[f"{j}: {xs[j]}" for j in range(0, n_k, sx)],
@@ -417,7 +434,7 @@ def weights_image(
         range=[-0.5, n_k - 0.5],
         title=dict(text=x_title, font=dict(size=12)),
     )
-    fig.update_yaxes(
+    yaxis = dict(
         tickmode="array",
         tickvals=list(range(0, n_q, sy)),
         ticktext=[f"{i}: {ys[i]}" for i in range(0, n_q, sy)],
@@ -428,7 +445,7 @@ def weights_image(
         constrain="domain",
         title=dict(text=y_title, font=dict(size=12)),
     )
-    return _layout(fig, title, height)
+    return _figure([image], _layout_dict(title, height, dict(xaxis=xaxis, yaxis=yaxis)))
 
 
 def png_data_uri(img: np.ndarray) -> str:

@@ -253,3 +253,30 @@ def test_downloads_kept_with_the_session_do_not_hold_the_whole_trace(monkeypatch
     gc.collect()
     assert ref() is None  # the callable Streamlit keeps did not pin the trace
     assert "error" in json.loads(build())
+
+
+def test_figures_built_without_validation_are_the_same_figures(monkeypatch) -> None:
+    """The app skips plotly's validation when it builds a mosaic or a heatmap; what it sends must
+    be what the validated build (the tests' mode) sends."""
+    from attnviz import views
+    from attnviz.i18n import translate
+
+    assert figures._VALIDATE  # tests/conftest.py
+    trace = trace_text("the cat sat on the mat", StackConfig(d_model=16, n_heads=4, n_layers=2))
+    long_w = torch.softmax(torch.randn(300, 300), -1)  # [q, k]
+
+    def build() -> list[dict]:
+        def tr(key, **kw):
+            return translate("en", key, **kw)
+
+        figs = [
+            views.overview_figure(trace, tr),
+            *views.detail_figures(trace, tr, 1, 2, mark=(1, 2)),
+            figures.weights_image(long_w, ["k"] * 300, ["q"] * 300, title="w"),
+            figures.heatmap(trace.layers[0].weights[0], trace.tokens, trace.tokens, show_values=1),
+        ]
+        return [json.loads(f.to_json()) for f in figs]  # the same JSON, keys in any order
+
+    validated = build()
+    monkeypatch.setattr(figures, "_VALIDATE", False)
+    assert build() == validated
