@@ -77,3 +77,21 @@ def test_short_overview_keeps_the_three_maps() -> None:
     keys = {c.proto.id.rsplit("-", 1)[-1] for c in at.get("plotly_chart")}
     assert {"mosaic", "detail_scores", "detail_logits", "detail_weights"} <= keys
     assert specs(at)
+
+
+def test_projector_mode_does_not_grow_a_cached_figure_on_every_rerun() -> None:
+    """chart() enlarges a copy: the overview's mosaic is cached per trace, and enlarging it in
+    place grew its fonts again on every rerun of a projector session."""
+    import json
+
+    at = app("app_pages/bert.py", query={"projector": "true"})
+
+    def mosaic_fonts() -> str:
+        spec = next(c.proto.spec for c in at.get("plotly_chart") if c.proto.id.endswith("mosaic"))
+        layout = json.loads(spec)["layout"]
+        return json.dumps([layout["font"], layout["xaxis"].get("tickfont")])
+
+    first = mosaic_fonts()
+    for head in (1, 2, 3):
+        at.slider(key="head").set_value(head).run()
+    assert mosaic_fonts() == first

@@ -132,9 +132,13 @@ def chart(fig, key: str | None = None, name: str | None = None, **kwargs) -> obj
     image = {**PLOTLY_CONFIG["toImageButtonOptions"], "filename": name or key or "attnviz"}
     config = {**PLOTLY_CONFIG, "toImageButtonOptions": image}
     if st.session_state.get("projector"):
+        import plotly.graph_objects as go
+
         from attnviz.projector import enlarge
 
-        enlarge(fig)
+        # A copy: the figure may be cached (the overview's mosaic, per trace), and enlarging it
+        # in place grew its fonts again on every rerun.
+        fig = enlarge(go.Figure(fig))
     return st.plotly_chart(fig, config=config, key=key, **kwargs)
 
 
