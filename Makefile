@@ -9,8 +9,8 @@ PORT ?= 8501
 # keeps ~170 MiB of new tensors at n = 512, so keeping freed memory in the heap makes BERT traces
 # (and plain forwards) about a third faster. bench/hooked.py: 422 -> 236 ms at n = 512.
 # Two arenas: with one per thread (glibc's default), each session's script thread keeps its own
-# freed trace memory: 30 sessions at 512 tokens peaked at 7.8 GB RSS, 5.9 GB with two arenas
-# (bench/load.py --tokens 512 --sessions 30 --no-baseline).
+# freed trace memory: 30 sessions at 512 tokens peaked at 7.8 GB RSS, 5.9 GB with two arenas, and
+# 3.3 GB once sessions stopped holding traces (bench/load.py --tokens 512 --sessions 30 --no-baseline).
 MALLOC := MALLOC_MMAP_THRESHOLD_=268435456 MALLOC_TRIM_THRESHOLD_=536870912 MALLOC_ARENA_MAX=2
 
 .PHONY: run test lint unit e2e bench clean
