@@ -10,7 +10,7 @@ Run:  .venv/bin/python bench/load.py            (N = 1, 10, 30; 32 tokens; ~3 mi
 
 Each session: open the BERT page, type its own sentence, change head on the overview, switch to
 Head detail, change head, type a new sentence, with 0.5-1.5 s of think time before each step.
-The server is started the way `make run` starts it (same allocator settings, app.py, the
+The server is started the way `make run` starts it (same allocator and OpenMP settings, app.py, the
 project's .streamlit/config.toml). A second server with today's settings (the garbage
 collection after every run, no gc.freeze, no websocket compression) is the baseline for the
 control-change time, measured in the same run. Latency: from sending a rerun to its
@@ -424,7 +424,9 @@ def main() -> None:
     ap.add_argument("--new-env", default="", help="extra VAR=value,... for the new server")
     args = ap.parse_args()
     NEW["args"] = args.new_args.split()
-    NEW["env"] = dict(kv.split("=", 1) for kv in args.new_env.split(",") if kv)
+    # `make run`'s SERVE_ENV beyond the allocator settings (the baseline server runs without it)
+    NEW["env"] = {"GOMP_SPINCOUNT": "10000"}
+    NEW["env"] |= dict(kv.split("=", 1) for kv in args.new_env.split(",") if kv)
     sessions = [1, 5] if args.quick else [int(x) for x in args.sessions.split(",")]
     reps = 5 if args.quick else args.reps
     think = tuple(float(x) for x in args.think.split(","))
