@@ -29,14 +29,21 @@ def _sweep(cache: ByteCache) -> None:
     # class waited for every other's. The app turns it off (.streamlit/config.toml) and collects
     # here once a second instead, so cycles that hold a trace (a script run's frames) still go
     # within a second: RSS over 100 distinct 512-token sentences stays flat (bench/load.py).
-    ticks = 0
+    # A new trace leaves the most garbage (its script run's frames and figures): collect soon
+    # after one, at most every SOON_S.
+    last_release = time.monotonic()
     while True:
-        time.sleep(COLLECT_S)
+        _made.wait(COLLECT_S)
+        _made.clear()
         gc.collect()
-        ticks += 1
-        if ticks * COLLECT_S >= SWEEP_S and Runtime.exists():
-            ticks = 0
+        if time.monotonic() - last_release >= SWEEP_S and Runtime.exists():
+            last_release = time.monotonic()
             cache.release(Runtime.instance().is_active_session)
+        time.sleep(SOON_S)
+
+
+_made = threading.Event()  # set when a trace was computed
+SOON_S = 0.25
 
 
 @st.cache_resource(show_spinner=False)
@@ -59,7 +66,9 @@ def cached_trace(key: Hashable, make: Callable[[], Trace]) -> Trace:
 
     def made() -> Trace:
         with _workers():
-            return compact(make())
+            trace = compact(make())
+        _made.set()
+        return trace
 
     trace = trace_cache().get(key, made, owner=ctx.session_id if ctx else None)
     with _origin_lock:
