@@ -96,10 +96,8 @@ class Server:
             str(self.port),
             "--browser.gatherUsageStats",
             "false",
-            "--server.headless",
+            "--server.headless",  # no browser to open; everything else as `make run` has it
             "true",
-            "--server.fileWatcherType",
-            "none",
             *settings["args"],
         ]
         (ROOT / "out").mkdir(exist_ok=True)
