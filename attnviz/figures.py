@@ -248,6 +248,13 @@ def _colour_lut(colorscale: str, n: int = 256) -> np.ndarray:
     return (np.array(rgb) * (255 if max(max(c) for c in rgb) <= 1 else 1)).astype(np.uint8)
 
 
+def _coloured(norm: torch.Tensor, gamma: float) -> np.ndarray:
+    """Weights scaled to 0..1 -> RGB uint8 [..., 3] in one of MOSAIC_LEVELS colours of the
+    weights scale, by norm^gamma (the mosaic's thumbnails, its focus bars, a long head's image)."""
+    lut = _colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS)
+    return lut[(norm.clamp(0, 1) ** gamma * (MOSAIC_LEVELS - 1)).round().long().numpy()]
+
+
 def mosaic(
     weights: torch.Tensor,
     *,
@@ -286,9 +293,7 @@ def mosaic(
         norm = pooled / pooled.amax().clamp_min(1e-12)
     else:
         norm = pooled / pooled.amax(dim=(1, 2), keepdim=True).clamp_min(1e-12)
-    lut = _colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS)
-    idx = (norm.clamp(0, 1) ** gamma * (MOSAIC_LEVELS - 1)).round().long().numpy()  # [L*H, th, tw]
-    tiles = lut[idx].reshape(n_layers, n_heads, th, tw, 3)  # [L, H, th, tw, rgb]
+    tiles = _coloured(norm, gamma).reshape(n_layers, n_heads, th, tw, 3)  # [L, H, th, tw, rgb]
     return _mosaic_figure(tiles, gap, selected, title, height, marked)
 
 
@@ -306,8 +311,7 @@ def _focus_mosaic(
         pooled = torch.nn.functional.adaptive_max_pool1d(row, tw)[:, 0]  # [L*H, tw]
     top = pooled.amax() if shared_scale else pooled.amax(dim=1, keepdim=True)
     norm = (pooled / top.clamp_min(1e-12)).clamp(0, 1)  # [L*H, tw] bar heights: linear
-    lut = _colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS)
-    colour = lut[(norm**gamma * (MOSAIC_LEVELS - 1)).round().long().numpy()]  # [L*H, tw, rgb]
+    colour = _coloured(norm, gamma)  # [L*H, tw, rgb]
     # a bar fills pixel row y of a column when it reaches above it (at least 1 px for any weight)
     bar = (norm * th).ceil().clamp(min=1) * (pooled > 0)  # [L*H, tw]
     ys = torch.arange(th, 0, -1).view(1, th, 1)  # [1, th, 1] height of each pixel row's top
@@ -407,9 +411,7 @@ def weights_image(
     h_px, w_px = min(n_q, side), min(n_k, side)
     if (h_px, w_px) != (n_q, n_k):
         w = torch.nn.functional.adaptive_avg_pool2d(w[None, None], (h_px, w_px))[0, 0]
-    norm = (w / w.amax().clamp_min(1e-12)).clamp(0, 1)
-    lut = _colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS)
-    img = lut[(norm**gamma * (MOSAIC_LEVELS - 1)).round().long().numpy()]  # [h_px, w_px, rgb]
+    img = _coloured(w / w.amax().clamp_min(1e-12), gamma)  # [h_px, w_px, rgb]
     dx, dy = n_k / w_px, n_q / h_px  # tokens per pixel
     image = dict(
         type="image",

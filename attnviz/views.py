@@ -106,9 +106,13 @@ def overview_figure(
     )
 
 
+HEAD_IMAGE_SIDE = 256  # pixels a side of the overview's chosen head on a long input
+
+
 def head_image_figure(
-    trace: Trace, tr: Tr, layer: int, head: int, mode: str | None = None, side: int = 256
-) -> go.Figure:
+    trace: Trace, tr: Tr, layer: int, head: int, mode: str | None = None,
+    side: int = HEAD_IMAGE_SIDE,
+) -> go.Figure:  # fmt: skip
     """The overview's chosen head on a long input: its weights as a compact image (see
     figures.weights_image), coloured like the thumbnails above it. Head detail has the numbers."""
     n = _n(trace)

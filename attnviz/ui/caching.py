@@ -21,16 +21,15 @@ from attnviz.trace import Trace, compact
 
 SWEEP_S = 5.0  # how often traces of ended sessions are released
 COLLECT_S = 1.0  # how often the collector looks for garbage cycles (instead of after every run)
+SOON_S = 0.25  # the least time between two collections
 
 
 def _sweep(cache: ByteCache) -> None:
     # Streamlit's full collection after every script run (runner.postScriptGC) cost ~8 ms of each
     # rerun with the GIL held, a quarter of a rerun (py-spy, 32 tokens), and every session of a
     # class waited for every other's. The app turns it off (.streamlit/config.toml) and collects
-    # here once a second instead, so cycles that hold a trace (a script run's frames) still go
-    # within a second: RSS over 100 distinct 512-token sentences stays flat (bench/load.py).
-    # A new trace leaves the most garbage (its script run's frames and figures): collect soon
-    # after one, at most every SOON_S.
+    # here: soon after a new trace (which leaves the most garbage), at most every SOON_S, else
+    # every COLLECT_S. RSS over 100 distinct 512-token sentences stays flat (bench/load.py).
     last_release = time.monotonic()
     while True:
         _made.wait(COLLECT_S)
@@ -43,7 +42,6 @@ def _sweep(cache: ByteCache) -> None:
 
 
 _made = threading.Event()  # set when a trace was computed
-SOON_S = 0.25
 
 
 @st.cache_resource(show_spinner=False)

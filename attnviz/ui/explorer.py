@@ -140,10 +140,11 @@ def overview(trace: Trace) -> None:
         head = pick_head(trace)
     with c3:
         focus = pick_focus(trace)
+    n = max(len(trace.tokens), len(trace.key_tokens))
     # The colour scale of the mosaic and of the chosen head below it, picked here and not below
     # the mosaic: a picker drawn after the image left its choice unset on the first run, so the
     # next head change drew (and sent) the mosaic again in another scale.
-    mode = pick_scale(max(len(trace.tokens), len(trace.key_tokens)), short="max")
+    mode = pick_scale(n, short="max")
     # Cached per trace: the same figure object when only the head changes, so the browser keeps
     # the image (Streamlit sends a reference to a message it already holds, not the image again).
     fig = per_trace(
@@ -165,15 +166,14 @@ def overview(trace: Trace) -> None:
     gamma = views.overview_gamma(trace, mode)
     if gamma != 1.0:
         st.caption(t("lv.mosaic_gamma", gamma=gamma))
-    if max(len(trace.tokens), len(trace.key_tokens)) <= LONG:
+    if n <= LONG:
         _head_triplet(trace, layer, head, shared=False, mode=mode)
         return
     # Long input: the chosen head as an image, not three maps of n x n numbers (at 512 tokens
     # ~3.3 MB on every head change; this is tens of KB). Head detail has the numbers.
     fig = views.head_image_figure(trace, t, layer, head, mode)
     chart(fig, key="overview_head", name=f"weights_L{layer}_H{head}")
-    n = max(len(trace.tokens), len(trace.key_tokens))
-    st.caption(t("ex.overview_head_help", k=-(-n // 256)))
+    st.caption(t("ex.overview_head_help", k=-(-n // views.HEAD_IMAGE_SIDE)))
     st.button(
         t("ex.link_open", l=layer, h=head),
         on_click=_open_detail,

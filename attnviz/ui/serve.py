@@ -28,9 +28,9 @@ def prime(app: str, timeout: float = 300) -> bool:
     """Render `app`'s pages in PRIMED once, in this process; True when every one ran cleanly."""
     from streamlit.testing.v1 import AppTest
 
-    app = str(Path(app).resolve())  # AppTest resolves a relative path against this file
     from attnviz.ui.caching import trace_cache
 
+    app = str(Path(app).resolve())  # AppTest resolves a relative path against this file
     t0 = time.monotonic()
     try:
         warmup.bundled_model(timeout)
@@ -57,21 +57,16 @@ def prime(app: str, timeout: float = 300) -> bool:
     return ok
 
 
-class _NotARestart:
-    """Streamlit warns "an update to the [server] config option section was detected, restart"
-    when it re-reads its options with the command-line flags: here that is the first start (the
-    pre-rendering read them without the flags), and the flags do apply. Drop that one warning."""
-
-    @staticmethod
-    def filter(record) -> bool:
-        return "config option section was detected" not in record.getMessage()
-
-
 def main(argv: list[str]) -> None:
     from streamlit.logger import get_logger
     from streamlit.web import cli
 
-    get_logger("streamlit.config").addFilter(_NotARestart())
+    # Streamlit warns "an update to the [server] config option section was detected, restart"
+    # when it re-reads its options with the command-line flags: here that is the first start (the
+    # pre-rendering read them without the flags), and the flags do apply. Drop that one warning.
+    get_logger("streamlit.config").addFilter(
+        lambda record: "config option section was detected" not in record.getMessage()
+    )
 
     import attnviz.ui  # noqa: F401  (the pages' imports: streamlit, torch, plotly)
 
