@@ -292,3 +292,114 @@ def test_the_class_server_neither_watches_files_nor_collects_after_every_run() -
     assert config["server"]["fileWatcherType"] == "none"
     assert config["runner"]["postScriptGC"] is False
     assert "--server.fileWatcherType" not in (ROOT / "Makefile").read_text()  # not overridden
+
+
+def test_mosaic_images_take_the_known_palette_and_stay_lossless(monkeypatch) -> None:
+    """The mosaic's colours (weight levels, white, the focus bars' grey, the X's grey, the
+    selection's orange) are indexed by one table lookup instead of np.unique's sort."""
+    seen = []
+    real = figures.png_data_uri
+    monkeypatch.setattr(figures, "png_data_uri", lambda img: seen.append(img) or real(img))
+    w = torch.softmax(torch.randn(2, 3, 40, 40) * 3, -1)  # [layer, head, q, k]
+    figs = [
+        figures.mosaic(w, selected=(1, 2), marked=[(0, 1)]),
+        figures.mosaic(w, focus=5, gamma=0.5, selected=(0, 0)),
+        figures.weights_image(w[0, 0], ["k"] * 40, ["q"] * 40, side=20),
+    ]
+    known = figures._known_palette()[0]
+    for fig, img in zip(figs, seen, strict=True):
+        flat = img.reshape(-1, 3).astype(np.uint32)
+        packed = (flat[:, 0] << 16) | (flat[:, 1] << 8) | flat[:, 2]
+        colours, index = figures._palette_index(packed)
+        assert colours is known  # the fast path, not the fallback
+        np.testing.assert_array_equal(colours[index], packed)
+        np.testing.assert_array_equal(_png(fig.data[0].source), img)
+
+
+def test_a_spec_sends_what_its_figure_sends_every_time() -> None:
+    """figures.Spec: the JSON plotly.io.to_json makes of it (what st.plotly_chart sends) is the
+    figure's, on every call (to_json pops trace uids in place), and figure() gives it back."""
+    import plotly.io
+    import plotly.tools
+
+    trace = trace_text("the cat sat on the mat", StackConfig(d_model=16, n_heads=4, n_layers=2))
+    for fig in (
+        figures.heatmap(trace.layers[0].weights[0], trace.tokens, trace.tokens, title="<b>w</b>"),
+        figures.mosaic(trace.weights(), selected=(1, 1)),
+    ):
+        spec = figures.Spec(fig)
+
+        def sent(f) -> str:
+            return plotly.io.to_json(
+                plotly.tools.return_figure_from_figure_or_data(f, True), validate=False
+            )
+
+        assert sent(spec) == sent(spec) == sent(fig)
+        assert json.loads(spec.figure().to_json()) == json.loads(fig.to_json())
+        assert spec.nbytes > 0
+
+
+def test_per_trace_keeps_a_few_of_a_kind_most_recent_first() -> None:
+    from attnviz.ui import caching
+
+    trace = trace_text("a b c", StackConfig(d_model=8, n_heads=2, n_layers=1))
+    made = []
+
+    def value(key):
+        return caching.per_trace(trace, key, lambda: made.append(key) or key, keep=2)
+
+    for key in [("maps", 1), ("maps", 2), ("maps", 1), ("maps", 3), ("mosaic",)]:
+        value(key)
+    assert made == [("maps", 1), ("maps", 2), ("maps", 3), ("mosaic",)]  # 1 was reused
+    value(("maps", 2))  # the least recently used of its kind went when 3 came
+    value(("maps", 1))
+    assert made[-2:] == [("maps", 2), ("maps", 1)] and len(made) == 6
+
+
+def test_traces_are_made_in_threads_that_stay_and_counted_for_the_collector(monkeypatch) -> None:
+    """A forward in Streamlit's new thread per rerun paid for a new OpenMP team each time."""
+    from attnviz.ui import caching
+
+    config = StackConfig(d_model=16, n_heads=4, n_layers=2)
+    where = []
+
+    def make(text):
+        def run():
+            where.append(threading.current_thread())
+            return trace_text(text, config)
+
+        return run
+
+    counted = []
+    monkeypatch.setattr(caching, "_count_made", counted.append)
+    one = caching.cached_trace(("test-workers", 1), make("one two"))
+    caching.cached_trace(("test-workers", 2), make("three four"))
+    assert where[0] is not threading.current_thread()
+    assert all(t.name.startswith("attnviz-trace") and t.is_alive() for t in where)
+    assert len(counted) == 2 and counted[0] >= one.nbytes() > 0  # the full trace's bytes
+
+    class Flag:  # stands in for the collector's event (its thread may be waiting on the real one)
+        def set(self) -> None:
+            counted.append("collect")
+
+        def wait(self, timeout=None) -> bool:
+            threading.Event().wait(0.05)
+            return False
+
+        def clear(self) -> None:
+            pass
+
+    monkeypatch.undo()
+    monkeypatch.setattr(caching, "_made", Flag())
+    monkeypatch.setattr(caching, "_made_bytes", [0])
+    monkeypatch.setattr(caching, "COLLECT_BYTES", 100)
+    caching._count_made(60)
+    assert counted[-1] != "collect"
+    caching._count_made(60)  # 120 bytes of traces made since the last collection: collect soon
+    assert counted[-1] == "collect"
+
+    def broken():
+        raise ValueError("bad input")
+
+    with pytest.raises(ValueError, match="bad input"):
+        caching.cached_trace(("test-workers", 3), broken)

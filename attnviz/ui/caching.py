@@ -9,6 +9,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import streamlit as st
@@ -19,29 +20,44 @@ from attnviz.budget import budget
 from attnviz.bytecache import ByteCache
 from attnviz.trace import Trace, compact
 
-SWEEP_S = 5.0  # how often traces of ended sessions are released
-COLLECT_S = 1.0  # how often the collector looks for garbage cycles (instead of after every run)
+SWEEP_S = 5.0  # how often traces of ended sessions are released and garbage cycles collected
 SOON_S = 0.25  # the least time between two collections
+COLLECT_BYTES = 64 * 2**20  # trace bytes made that call for a collection soon
 
 
 def _sweep(cache: ByteCache) -> None:
     # Streamlit's full collection after every script run (runner.postScriptGC) cost ~8 ms of each
     # rerun with the GIL held, a quarter of a rerun (py-spy, 32 tokens), and every session of a
     # class waited for every other's. The app turns it off (.streamlit/config.toml) and collects
-    # here: soon after a new trace (which leaves the most garbage), at most every SOON_S, else
-    # every COLLECT_S. RSS over 100 distinct 512-token sentences stays flat (bench/load.py).
+    # here, by the bytes of traces made (the garbage worth collecting is their intermediates):
+    # soon after COLLECT_BYTES of them, at most every SOON_S, else every SWEEP_S. At 512 tokens
+    # that is after every trace, and RSS over 100 distinct sentences stays flat (bench/load.py);
+    # at 32 tokens (~2 MB a trace) a class typing at once no longer pays a collection every
+    # quarter second (~15% of the server's GIL time in a 30-session run).
     last_release = time.monotonic()
     while True:
-        _made.wait(COLLECT_S)
+        _made.wait(max(0.0, last_release + SWEEP_S - time.monotonic()))
         _made.clear()
-        gc.collect()
-        if time.monotonic() - last_release >= SWEEP_S and Runtime.exists():
+        with _made_lock:
+            _made_bytes[0] = 0
+        if time.monotonic() - last_release >= SWEEP_S:
             last_release = time.monotonic()
-            cache.release(Runtime.instance().is_active_session)
+            if Runtime.exists():
+                cache.release(Runtime.instance().is_active_session)
+        gc.collect()
         time.sleep(SOON_S)
 
 
-_made = threading.Event()  # set when a trace was computed
+_made = threading.Event()  # set when COLLECT_BYTES of traces were made since the last collection
+_made_bytes = [0]
+_made_lock = threading.Lock()
+
+
+def _count_made(n_bytes: int) -> None:
+    with _made_lock:
+        _made_bytes[0] += n_bytes
+        if _made_bytes[0] >= COLLECT_BYTES:
+            _made.set()
 
 
 @st.cache_resource(show_spinner=False)
@@ -53,19 +69,27 @@ def trace_cache() -> ByteCache:
 
 
 @st.cache_resource(show_spinner=False)
-def _workers() -> threading.BoundedSemaphore:
-    return threading.BoundedSemaphore(budget().trace_workers)
+def _workers() -> ThreadPoolExecutor:
+    # Threads that live as long as the server: Streamlit runs every rerun in a new thread, and a
+    # forward there paid for a new OpenMP team each time (a 32-token BERT trace: 19-24 ms against
+    # 13-16 ms in a thread that stays).
+    return ThreadPoolExecutor(budget().trace_workers, thread_name_prefix="attnviz-trace")
+
+
+def _make_compact(make: Callable[[], Trace]) -> tuple[Trace, int]:
+    full = make()
+    return compact(full), full.nbytes()
 
 
 def cached_trace(key: Hashable, make: Callable[[], Trace]) -> Trace:
-    """The trace for `key`, made (at most budget().trace_workers at a time, so a class typing at
-    once does not hold thirty full traces) and compacted on a miss. Shared: treat as read-only."""
+    """The trace for `key`, made in the trace workers (at most budget().trace_workers at a time,
+    so a class typing at once does not hold thirty full traces) and compacted on a miss.
+    Shared: treat as read-only."""
     ctx = get_script_run_ctx()
 
     def made() -> Trace:
-        with _workers():
-            trace = compact(make())
-        _made.set()
+        trace, n_bytes = _workers().submit(_make_compact, make).result()
+        _count_made(n_bytes)
         return trace
 
     trace = trace_cache().get(key, made, owner=ctx.session_id if ctx else None)
@@ -124,9 +148,10 @@ _per_trace: dict[int, tuple[weakref.ref, dict]] = {}
 _per_trace_lock = threading.Lock()
 
 
-def per_trace(trace: Trace, key: Hashable, make: Callable[[], Any]) -> Any:
+def per_trace(trace: Trace, key: tuple, make: Callable[[], Any], keep: int | None = None) -> Any:
     """`make()` once per (trace, key) while the trace lives, e.g. the overview figure, which a
-    head change would otherwise rebuild (pool, colour, PNG) for the same picture."""
+    head change would otherwise rebuild (pool, colour, PNG) for the same picture. `keep`: at most
+    this many values of the same kind (key[0]) per trace, the least recently used going first."""
     tid = id(trace)
     with _per_trace_lock:
         ref, memo = _per_trace.get(tid, (None, None))
@@ -137,8 +162,13 @@ def per_trace(trace: Trace, key: Hashable, make: Callable[[], Any]) -> Any:
                 memo,
             )
         if key in memo:
+            memo[key] = memo.pop(key)  # most recently used last
             return memo[key]
     value = make()
     with _per_trace_lock:
         memo[key] = value
+        if keep is not None:
+            same = [k for k in memo if k[0] == key[0]]
+            for old in same[: max(0, len(same) - keep)]:
+                del memo[old]
     return value

@@ -8,7 +8,7 @@ import streamlit as st
 
 from attnviz import markup
 from attnviz.config import StackConfig
-from attnviz.figures import PLOTLY_CONFIG
+from attnviz.figures import PLOTLY_CONFIG, Spec
 from attnviz.i18n import LANGUAGES, examples, translate
 from attnviz.stack import trace_text
 from attnviz.trace import Trace
@@ -138,7 +138,7 @@ def chart(fig, key: str | None = None, name: str | None = None, **kwargs) -> obj
 
         # A copy: the figure may be cached (the overview's mosaic, per trace), and enlarging it
         # in place grew its fonts again on every rerun.
-        fig = enlarge(go.Figure(fig))
+        fig = enlarge(fig.figure() if isinstance(fig, Spec) else go.Figure(fig))
     return st.plotly_chart(fig, config=config, key=key, **kwargs)
 
 

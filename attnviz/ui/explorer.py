@@ -32,6 +32,7 @@ from attnviz.ui.long import (
 )
 from attnviz.ui.projector import table as show_table
 
+HEAD_MAPS_KEPT = 6  # one head's three maps kept ready per trace (short inputs only)
 VIEWS = ("heads", "overview", "detail", "lines", "rollout", "query", "link", "outputs", "stats")
 # Which views show a layer / head picker.
 PICKS = {
@@ -150,7 +151,7 @@ def overview(trace: Trace) -> None:
     fig = per_trace(
         trace,
         ("mosaic", shared, focus, mode, lang()),
-        lambda: views.overview_figure(trace, t, shared, focus, mode),
+        lambda: figures.Spec(views.overview_figure(trace, t, shared, focus, mode)),
     )
     chart(
         fig,
@@ -209,9 +210,21 @@ def _head_triplet(
             mode = pick_scale(n, short="max")
     with c2:
         lo, hi = pick_window(n)
-    scores, logits, weights = views.detail_figures(
-        trace, t, layer, head, shared, mode, (lo, hi), mark
-    )
+
+    def build() -> list:
+        return views.detail_figures(trace, t, layer, head, shared, mode, (lo, hi), mark)
+
+    if hi - lo <= LONG:
+        # Kept per trace as ready JSON: everyone who opens the page sees the same head, and
+        # Head detail shows the head the overview just drew. A few per trace (~50 KB each).
+        scores, logits, weights = per_trace(
+            trace,
+            ("head maps", layer, head, shared, mode, lo, hi, mark, lang()),
+            lambda: [figures.Spec(f) for f in build()],
+            keep=HEAD_MAPS_KEPT,
+        )
+    else:
+        scores, logits, weights = build()
     # Short: three panels side by side. Long: the weights across the page, the scores and
     # logits below, side by side.
     if hi - lo > LONG:
