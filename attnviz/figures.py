@@ -43,9 +43,9 @@ class Spec(BaseFigure):
     held). Read-only; `figure()` gives an editable go.Figure back."""
 
     def __init__(self, fig: go.Figure) -> None:  # noqa: D107 (BaseFigure's own __init__ is skipped)
-        spec = json.loads(plotly.io.to_json(fig, validate=False))
-        object.__setattr__(self, "_spec", spec)
-        object.__setattr__(self, "nbytes", sum(len(v) for v in _strings(spec)))
+        text = plotly.io.to_json(fig, validate=False)
+        object.__setattr__(self, "_spec", json.loads(text))
+        object.__setattr__(self, "nbytes", len(text))  # what it sends, roughly what it holds
 
     def to_dict(self) -> dict:
         # New dicts for the traces: plotly.io.to_json pops each trace's "uid" in place.
@@ -62,17 +62,6 @@ class Spec(BaseFigure):
 
     def __repr__(self) -> str:
         return f"Spec({len(self._spec['data'])} traces, ~{self.nbytes} bytes)"
-
-
-def _strings(value) -> list[str]:
-    # The text a spec holds (typed arrays are base64 strings): what a cache of specs counts.
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return [" " * 8]
 
 
 def _tick_step(n: int, room: int = 48) -> int:

@@ -39,6 +39,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_healthy(url: str, timeout: float, poll: float = 0.5) -> bool:
+    """Poll a Streamlit server's /_stcore/health until it answers "ok" (True) or `timeout` ends."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                return True
+        except OSError:
+            time.sleep(poll)
+    return False
+
+
 @pytest.fixture(scope="session")
 def server() -> str:
     if not Path(CHROMIUM).exists():
@@ -70,14 +82,7 @@ def server() -> str:
             stderr=subprocess.STDOUT,
         )
         url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.5)
-        else:
+        if not wait_healthy(url, 90):
             proc.kill()
             pytest.fail("the Streamlit server did not answer /_stcore/health within 90 s")
         yield url

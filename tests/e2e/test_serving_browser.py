@@ -33,10 +33,9 @@ def test_the_first_visitor_of_make_run_gets_a_warm_page(browser) -> None:
     import subprocess
     import sys
     import time
-    import urllib.request
 
     from tests.apphelpers import ROOT
-    from tests.e2e.conftest import _free_port
+    from tests.e2e.conftest import _free_port, wait_healthy
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -49,13 +48,7 @@ def test_the_first_visitor_of_make_run_gets_a_warm_page(browser) -> None:
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.1)
+        assert wait_healthy(url, 300, poll=0.1), "python -m attnviz.ui.serve never answered"
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         t0 = time.perf_counter()
         page.goto(f"{url}/bert", wait_until="commit")
