@@ -27,7 +27,7 @@ from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, LlamaCo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from attnviz.hooked import _resolve, load_model, trace_model  # noqa: E402
+from attnviz.hooked import _resolve, load_model, trace_each, trace_model  # noqa: E402
 from attnviz.trace import Trace  # noqa: E402
 
 THREADS = 1
@@ -195,6 +195,28 @@ def decoder() -> None:
         print(f"{n:>5} {got['a']:>9.2f} {got['b']:>9.2f} {got['ratio']:>6.2f} {got['best']:>9.2f}")
 
 
+def each(batch: int = 8, n: int = 32) -> None:
+    """A class server's case: `batch` different sentences waiting at once, traced as one padded
+    forward (trace_each, each trace cut to its own tokens) against one trace_model call each."""
+    loaded = load_model()
+    tok = loaded.tokenizer
+    words = WORDS * 4
+    texts = [" ".join(words[i : i + n - 2]) for i in range(batch)]  # n tokens each, all different
+    assert all(len(tok(t)["input_ids"]) == n for t in texts)
+    print(f"\n{batch} different {n}-token sentences at once (MiniLM): one trace_each call against "
+          f"{batch} trace_model calls")  # fmt: skip
+    print(f"{'threads':>7} {'each ms':>8} {'one by one ms':>13} {'ratio':>6} {'best/best':>9}")
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        got = paired_ms(
+            lambda: trace_each(loaded, texts), lambda: [trace_model(loaded, t) for t in texts], 20
+        )
+        a, b, ratio, best = got["a"], got["b"], got["ratio"], got["best"]
+        print(f"{threads:>7} {a:>8.1f} {b:>13.1f} {ratio:>6.2f} {best:>9.2f}")
+    torch.set_num_threads(THREADS)
+
+
 if __name__ == "__main__":
     main()
     decoder()
+    each()

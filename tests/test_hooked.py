@@ -23,6 +23,7 @@ from attnviz.hooked import (
     embedding_cosine,
     load_model,
     trace_batch,
+    trace_each,
     trace_model,
 )
 from attnviz.trace import mean_entropy, mean_max_weight
@@ -144,6 +145,100 @@ def test_padded_keys_get_exactly_zero_weight(tiny, tiny_dir):
             layer.weights[:, :m, :m], alone.layers[i].weights, atol=ATOL, rtol=0
         )
     torch.testing.assert_close(short.embedding, alone.embedding, atol=ATOL, rtol=0)
+
+
+EACH = [
+    "The cat sat on the mat.",
+    "A much longer sentence, with a comma, that pads every shorter one in its batch.",
+    "短句子。",
+    "Hi",
+    "The cat sat on the mat.",
+]
+LAYER_FIELDS = ("q", "k", "v", "scores", "weights", "z", "output")
+# One input in a padded batch and alone: float32 sums in another order through six layers, ~2e-5
+# apart at most (the pages print 4 decimals of a weight, 3 of a score).
+BATCH_TOL = dict(atol=5e-5, rtol=1e-4)
+
+
+def assert_same_trace(got, want) -> None:
+    """Two traces of one input, from different batches: equal up to float rounding."""
+    assert got.tokens == want.tokens and got.special == want.special
+    assert got.token_types == want.token_types and got.meta == want.meta
+    assert (got.truncated, got.n_input_tokens) == (want.truncated, want.n_input_tokens)
+    for a, b in zip(got.layers, want.layers, strict=True):
+        assert torch.equal(a.mask, b.mask) and a.scale == b.scale
+        for name in LAYER_FIELDS:
+            torch.testing.assert_close(getattr(a, name), getattr(b, name), **BATCH_TOL)
+    torch.testing.assert_close(got.hidden, want.hidden, **BATCH_TOL)
+    torch.testing.assert_close(got.embedding, want.embedding, **BATCH_TOL)
+
+
+def test_trace_each_gives_each_input_its_own_unpadded_trace(minilm, minilm_eager, monkeypatch):
+    import attnviz.hooked.tracing as tracing
+
+    forwards = []
+    run = tracing._run
+    monkeypatch.setattr(tracing, "_run", lambda *a, **k: forwards.append(a[2]) or run(*a, **k))
+    traces = trace_each(minilm, EACH)
+    assert len(forwards) == 1 and sorted(forwards[0]) == sorted(len(t.tokens) for t in traces)
+    for text, trace in zip(EACH, traces, strict=True):
+        assert "[PAD]" not in trace.tokens and trace.special["[PAD]"] == []
+        assert_same_trace(trace, trace_model(minilm, text))
+        # Each owns its tensors: a view into the batch would keep the whole batch alive.
+        assert trace.layers[0].weights.untyped_storage().nbytes() == trace.layers[0].weights.nbytes
+        # The oracle: Hugging Face's eager attention, the sentence alone.
+        ref = eager_run(minilm_eager, minilm.tokenizer, text)
+        for layer, weights in zip(trace.layers, ref.attentions, strict=True):
+            torch.testing.assert_close(layer.weights, weights[0], **BATCH_TOL)
+        torch.testing.assert_close(trace.hidden, ref.last_hidden_state[0], **BATCH_TOL)
+    knobs = dict(temperature=2.0, ablate=[(1, 3)], use_scale=False)
+    before = len(forwards)
+    knobbed = trace_each(minilm, EACH, **knobs)
+    assert len(forwards) == before + 1
+    for text, trace in zip(EACH, knobbed, strict=True):
+        assert_same_trace(trace, trace_model(minilm, text, **knobs))
+        assert torch.all(trace.layers[1].z[3] == 0)  # what `ablate` silences
+
+
+def test_trace_each_batches_only_within_the_trace_budget(minilm, monkeypatch):
+    import attnviz.budget
+    import attnviz.hooked.tracing as tracing
+
+    forwards = []
+    run = tracing._run
+    monkeypatch.setattr(tracing, "_run", lambda *a, **k: forwards.append(a[2]) or run(*a, **k))
+    monkeypatch.setenv("ATTNVIZ_MAX_TRACE_BYTES", str(8 * 2**20))  # one 60-token input fits
+    attnviz.budget.budget.cache_clear()
+    try:
+        texts = [f"sentence number {i} is about a cat on a mat" for i in range(8)]
+        traces = trace_each(minilm, texts + ["word " * 58], max_length=64)
+    finally:
+        monkeypatch.delenv("ATTNVIZ_MAX_TRACE_BYTES")
+        attnviz.budget.budget.cache_clear()
+    # The eight short ones in one forward, the long one alone: with it, over the budget.
+    assert sorted(map(len, forwards)) == [1, 8] and forwards[-1] == [60]
+    for n_input in forwards:
+        assert attnviz.budget.model_trace_bytes(6, 12, 32, len(n_input), max(n_input)) <= 8 * 2**20
+    assert attnviz.budget.model_trace_bytes(6, 12, 32, 2, 60) > 8 * 2**20
+    assert_same_trace(traces[5], trace_model(minilm, texts[5], max_length=64))
+    assert len(traces[-1].tokens) == 60
+
+
+def test_trace_each_takes_one_input_at_a_time_where_padding_would_differ(tiny, monkeypatch):
+    import attnviz.hooked.tracing as tracing
+
+    monkeypatch.setattr(tiny.call_tokenizer, "padding_side", "left")
+    calls = []
+    single = tracing.trace_model
+    monkeypatch.setattr(
+        tracing, "trace_model", lambda *a, **k: calls.append(a[1]) or single(*a, **k)
+    )
+    traces = trace_each(tiny, ["one two three", "four"])
+    assert calls == ["one two three", "four"] and [len(t.tokens) for t in traces] == [5, 3]
+    with pytest.raises(ValueError, match="empty"):
+        trace_each(tiny, [])
+    with pytest.raises(TypeError, match="list of sentences"):
+        trace_each(tiny, "one sentence")
 
 
 def test_no_scale_sharpens_and_temperature_flattens(minilm):

@@ -403,3 +403,101 @@ def test_traces_are_made_in_threads_that_stay_and_counted_for_the_collector(monk
 
     with pytest.raises(ValueError, match="bad input"):
         caching.cached_trace(("test-workers", 3), broken)
+
+
+def _blocked(batcher):
+    """Occupy a one-thread batcher until the returned event is set, so that jobs queue."""
+    from attnviz.batcher import Batcher  # noqa: F401  (the type of `batcher`)
+
+    go, started = threading.Event(), threading.Event()
+    first = batcher.submit(None, None, lambda items: [started.set() or go.wait(10)])
+    assert started.wait(10)
+    return go, first
+
+
+def test_waiting_jobs_of_one_group_run_as_one_call_in_arrival_order() -> None:
+    from attnviz.batcher import Batcher
+
+    calls = []
+
+    def run(items):
+        calls.append(list(items))
+        return [f"{x}!" for x in items]
+
+    batcher = Batcher(1, 3, "test-batcher")
+    go, first = _blocked(batcher)
+    jobs = [batcher.submit("g", f"s{i}", run) for i in range(4)]
+    other = batcher.submit("h", "t", run)
+    alone = batcher.submit(None, "u", run)
+    late = batcher.submit("g", "s4", run)
+    assert batcher.waiting() == 7
+    go.set()
+    assert first.result(10) is True
+    assert [j.result(10) for j in jobs] == ["s0!", "s1!", "s2!", "s3!"]
+    assert (other.result(10), alone.result(10), late.result(10)) == ("t!", "u!", "s4!")
+    # At most three a call; the group's jobs jump no other group's, and the rest go in order.
+    assert calls == [["s0", "s1", "s2"], ["s3", "s4"], ["t"], ["u"]]
+    assert all(t.name.startswith("test-batcher") and t.is_alive() for t in batcher.threads)
+
+
+def test_a_failing_batch_is_run_again_one_job_at_a_time() -> None:
+    from attnviz.batcher import Batcher
+
+    calls = []
+
+    def run(items):
+        calls.append(list(items))
+        if "bad" in items:
+            raise ValueError("bad input")
+        return [x.upper() for x in items]
+
+    batcher = Batcher(1, 8, "test-batcher")
+    go, _ = _blocked(batcher)
+    jobs = [batcher.submit("g", x, run) for x in ("a", "bad", "c")]
+    go.set()
+    assert jobs[0].result(10) == "A" and jobs[2].result(10) == "C"
+    with pytest.raises(ValueError, match="bad input"):
+        jobs[1].result(10)
+    assert calls == [["a", "bad", "c"], ["a"], ["bad"], ["c"]]
+    with pytest.raises(ValueError, match="at least 1"):
+        Batcher(0, 8, "test-batcher")
+
+
+def test_sentences_typed_at_once_share_a_forward_and_get_their_own_traces(monkeypatch) -> None:
+    """The BERT page's traces: sessions waiting at the same moment get one trace_each call, and
+    each trace is the one the session would have got alone."""
+    from attnviz.hooked import load_model, trace_model
+    from attnviz.ui import bert, caching
+
+    model = load_model()
+    texts = ["the cat sat on the mat", "a much longer sentence than the first one is", "short"]
+    batcher = caching.Batcher(1, caching.BATCH_MAX, "test-batcher")
+    monkeypatch.setattr(caching, "_workers", lambda: batcher)
+    seen = []
+    real = caching._make_batch
+    monkeypatch.setattr(
+        caching, "_make_batch", lambda run, items: seen.append(items) or real(run, items)
+    )
+    go, _ = _blocked(batcher)
+    key = ("test-batched", id(model))
+    out = {}
+    threads = [
+        threading.Thread(target=lambda t=t: out.update({t: bert.bert_trace(model, key, t, None)}))
+        for t in texts
+    ]
+    for thread in threads:
+        thread.start()
+    while batcher.waiting() < len(texts):
+        threading.Event().wait(0.01)
+    go.set()
+    for thread in threads:
+        thread.join(30)
+    assert len(seen) == 1 and sorted(seen[0]) == sorted(texts)
+    for text in texts:
+        alone = trace_model(model, text)
+        assert out[text].tokens == alone.tokens
+        for a, b in zip(out[text].layers, alone.layers, strict=True):
+            torch.testing.assert_close(a.weights, b.weights, atol=5e-5, rtol=1e-4)
+    # A pair or masked tokens are made alone (trace_model), not batched.
+    bert.bert_trace(model, key, texts[0], None, mask_tokens=(1,))
+    assert len(seen) == 1

@@ -29,7 +29,7 @@ from attnviz.hooked.loading import (
     load_model,
     model_bytes,
 )
-from attnviz.hooked.tracing import embedding_cosine, trace_batch, trace_model
+from attnviz.hooked.tracing import embedding_cosine, trace_batch, trace_each, trace_model
 
 __all__ = [
     "BERT_FAMILY",
@@ -53,5 +53,6 @@ __all__ = [
     "load_model",
     "model_bytes",
     "trace_batch",
+    "trace_each",
     "trace_model",
 ]

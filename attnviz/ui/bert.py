@@ -8,7 +8,7 @@ import torch
 from attnviz import markup, warmup
 from attnviz.public import check_model, public
 from attnviz.trace import Trace
-from attnviz.ui.caching import cached_trace
+from attnviz.ui.caching import BATCH_BYTES, cached_trace
 from attnviz.ui.common import lang, t
 
 DTYPES = ["float32", "bfloat16", "auto"]  # "auto": bfloat16 on a GPU, float32 on the CPU
@@ -97,18 +97,21 @@ def bert_trace(
 ) -> Trace:
     """A trace per (model, text, knobs); shared read-only between sessions, in the byte-bounded
     cache (attnviz.ui.caching)."""
-    from attnviz.hooked import trace_model
+    from attnviz.hooked import trace_each, trace_model
 
     key = ("bert", model_key, text, pair, use_scale, temperature, ablate, mask_tokens)
+    knobs = dict(use_scale=use_scale, temperature=temperature, ablate=ablate)
+    batch = None
+    if not mask_tokens and not (pair and pair.strip()):
+        # Made together with the other sentences (same model and knobs) waiting at that moment.
+        group = ("bert", model_key, use_scale, temperature, ablate)
+        batch = (
+            group,
+            text,
+            lambda texts: trace_each(_model, texts, batch_bytes=BATCH_BYTES, **knobs),
+        )
     return cached_trace(
         key,
-        lambda: trace_model(
-            _model,
-            text,
-            text_pair=pair,
-            use_scale=use_scale,
-            temperature=temperature,
-            ablate=ablate,
-            mask_tokens=mask_tokens,
-        ),
+        lambda: trace_model(_model, text, text_pair=pair, mask_tokens=mask_tokens, **knobs),
+        batch,
     )

@@ -9,13 +9,13 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Hashable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import streamlit as st
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from attnviz.batcher import Batcher
 from attnviz.budget import budget
 from attnviz.bytecache import ByteCache
 from attnviz.trace import Trace, compact
@@ -68,27 +68,50 @@ def trace_cache() -> ByteCache:
     return cache
 
 
+BATCH_MAX = 8  # sentences in one forward at most: eight 32-token ones take ~60 ms on two cores
+BATCH_BYTES = 64 * 2**20  # trace bytes of one batched forward at most: a 512-token one goes alone
+
+
 @st.cache_resource(show_spinner=False)
-def _workers() -> ThreadPoolExecutor:
+def _workers() -> Batcher:
     # Threads that live as long as the server: Streamlit runs every rerun in a new thread, and a
     # forward there paid for a new OpenMP team each time (a 32-token BERT trace: 19-24 ms against
-    # 13-16 ms in a thread that stays).
-    return ThreadPoolExecutor(budget().trace_workers, thread_name_prefix="attnviz-trace")
+    # 13-16 ms in a thread that stays). Sentences that wait for a thread go through the model
+    # together (hooked.trace_each): a class typing at once costs a few forwards, not thirty.
+    return Batcher(budget().trace_workers, BATCH_MAX, "attnviz-trace")
 
 
-def _make_compact(make: Callable[[], Trace]) -> tuple[Trace, int]:
-    full = make()
+def _compacted(full: Trace) -> tuple[Trace, int]:
     return compact(full), full.nbytes()
 
 
-def cached_trace(key: Hashable, make: Callable[[], Trace]) -> Trace:
+def _make_each(makes: list[Callable[[], Trace]]) -> list[tuple[Trace, int]]:
+    return [_compacted(make()) for make in makes]
+
+
+def _make_batch(run: Callable[[list], list[Trace]], items: list) -> list[tuple[Trace, int]]:
+    return [_compacted(full) for full in run(items)]
+
+
+def cached_trace(
+    key: Hashable,
+    make: Callable[[], Trace],
+    batch: tuple[Hashable, Any, Callable[[list], list[Trace]]] | None = None,
+) -> Trace:
     """The trace for `key`, made in the trace workers (at most budget().trace_workers at a time,
     so a class typing at once does not hold thirty full traces) and compacted on a miss.
-    Shared: treat as read-only."""
+    `batch`: (group, item, run) when the trace may be made together with others of its group
+    that wait at the same moment, run([item, ...]) giving one trace per item, each the same as
+    make() would. Shared: treat as read-only."""
     ctx = get_script_run_ctx()
 
     def made() -> Trace:
-        trace, n_bytes = _workers().submit(_make_compact, make).result()
+        if batch is None:
+            job = _workers().submit(None, make, _make_each)
+        else:
+            group, item, run = batch
+            job = _workers().submit(group, item, functools.partial(_make_batch, run))
+        trace, n_bytes = job.result()
         _count_made(n_bytes)
         return trace
 
