@@ -8,16 +8,21 @@ import html
 import io
 import json
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io
 import torch
+from _plotly_utils.utils import convert_to_base64
 from plotly.basedatatypes import BaseFigure
 from plotly.colors import get_colorscale, sample_colorscale
 
 from attnviz.frames import to_numpy
+
+T = TypeVar("T")
 
 # Every chart's modebar exports a PNG at twice the on-screen size.
 PLOTLY_CONFIG = {
@@ -46,6 +51,26 @@ class Spec(BaseFigure):
         text = plotly.io.to_json(fig, validate=False)
         object.__setattr__(self, "_spec", json.loads(text))
         object.__setattr__(self, "nbytes", len(text))  # what it sends, roughly what it holds
+
+    @classmethod
+    def of(cls, data: list[dict], layout: dict) -> Spec:
+        """What Spec(go.Figure(data=data, layout=layout)) holds, without the figure: building one
+        and deep-copying it (with its theme template, 7 KB of JSON) cost more than encoding the
+        dicts (~1.5 ms of a heatmap's ~2 ms at 34 tokens, GIL held; tests pin the equality)."""
+        spec = _copy_tree({"data": data, "layout": layout})  # arrays are replaced, not changed
+        convert_to_base64(spec)  # numeric arrays as typed arrays, as go.Figure.to_dict does
+        text = plotly.io.json.to_json_plotly(spec)
+        spec = json.loads(text)
+        template = _template()
+        if template is not None and "template" not in spec["layout"]:
+            spec["layout"]["template"] = template[0]  # shared: nothing writes to a Spec
+            text_bytes = len(text) + template[1]
+        else:
+            text_bytes = len(text)
+        new = object.__new__(cls)
+        object.__setattr__(new, "_spec", spec)
+        object.__setattr__(new, "nbytes", text_bytes)
+        return new
 
     def to_dict(self) -> dict:
         # New dicts for the traces: plotly.io.to_json pops each trace's "uid" in place.
@@ -215,8 +240,58 @@ def _figure(data: list[dict], layout: dict) -> go.Figure:
     """A figure from plain dicts, without plotly's property-by-property validation: that was half
     of building a mosaic or a head's heatmap (~10 ms of every new sentence with the GIL held, which
     a class of 30 waits for in turn). What these dicts hold is pinned by the tests, which build
-    every figure with validation on (ATTNVIZ_VALIDATE_FIGURES=1, set in tests/conftest.py)."""
+    every figure with validation on (ATTNVIZ_VALIDATE_FIGURES=1, set in tests/conftest.py).
+    Inside as_specs(), a Spec straight from the dicts."""
+    if getattr(_as_specs, "on", False):
+        if not _VALIDATE:
+            return Spec.of(data, layout)  # type: ignore[return-value]
+        return Spec(go.Figure(data=data, layout=layout))  # type: ignore[return-value]
     return go.Figure(data=data, layout=layout, _validate=_VALIDATE)
+
+
+_as_specs = threading.local()
+
+
+def as_specs(build: Callable[[], T]) -> T:
+    """build(), with every figure it makes (through heatmap, mosaic, weights_image...) made as a
+    Spec straight from its dicts: for figures the app keeps as ready JSON (the overview's
+    mosaic, a head's three maps). Only for builders that return those figures untouched."""
+    before = getattr(_as_specs, "on", False)
+    _as_specs.on = True
+    try:
+        return build()
+    finally:
+        _as_specs.on = before
+
+
+def _copy_tree(value):
+    """Dicts and lists copied all the way down, without a dict's None values (go.Figure leaves an
+    attribute set to None unset); everything else (arrays, strings) shared."""
+    if isinstance(value, dict):
+        return {k: _copy_tree(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_copy_tree(v) for v in value]
+    return value
+
+
+def _template() -> tuple[dict, int] | None:
+    """The default plotly template (Streamlit's, once streamlit is imported) as go.Figure puts it
+    in a figure's layout, and its JSON length; None when there is no default."""
+    default = plotly.io.templates.default
+    if default is None:
+        return None
+    return _template_of(default) if isinstance(default, str) else _template_json(default)
+
+
+@functools.cache
+def _template_of(name: str) -> tuple[dict, int]:
+    return _template_json(plotly.io.templates[name])
+
+
+def _template_json(template) -> tuple[dict, int]:
+    text = plotly.io.to_json(go.Figure(layout=dict(template=template)), validate=False)
+    found = json.loads(text)["layout"]["template"]
+    return found, len(json.dumps(found, separators=(",", ":")))
 
 
 @functools.cache

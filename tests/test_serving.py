@@ -339,6 +339,48 @@ def test_a_spec_sends_what_its_figure_sends_every_time() -> None:
         assert spec.nbytes > 0
 
 
+def test_specs_made_straight_from_the_dicts_send_what_the_figures_send(monkeypatch) -> None:
+    """figures.as_specs: the app's cached figures skip go.Figure and its deep copies; what
+    st.plotly_chart sends of them must be what it sends of the figures (keys in any order)."""
+    import plotly.io
+    import plotly.tools
+    import streamlit  # noqa: F401  (its template is the default one, as in the app)
+
+    from attnviz import views
+    from attnviz.i18n import translate
+
+    monkeypatch.setattr(figures, "_VALIDATE", False)  # the app's mode
+    trace = trace_text("the cat sat on the mat", StackConfig(d_model=16, n_heads=4, n_layers=2))
+    long_w = torch.softmax(torch.randn(300, 300), -1)  # [q, k]
+    logits = trace.layers[1].logits()[0]  # [q, k] with no -inf: mask one cell
+    logits[0, 3] = float("-inf")
+
+    def tr(key, **kw):
+        return translate(key, "zh", **kw)
+
+    def build() -> list:
+        return [
+            views.overview_figure(trace, tr),
+            views.overview_figure(trace, tr, focus=2, shared=True),
+            *views.detail_figures(trace, tr, 1, 2, mark=(1, 2), mode="power"),
+            figures.weights_image(long_w, ["k"] * 300, ["q"] * 300, title="<w>"),
+            figures.heatmap(logits, trace.tokens, trace.tokens, show_values=True),
+        ]
+
+    def sent(f) -> dict:
+        return json.loads(
+            plotly.io.to_json(plotly.tools.return_figure_from_figure_or_data(f, True), False)
+        )
+
+    plain, specs = build(), figures.as_specs(build)
+    assert all(isinstance(f, figures.Spec) for f in specs)
+    assert not any(isinstance(f, figures.Spec) for f in build())  # only inside as_specs
+    for fig, spec in zip(plain, specs, strict=True):
+        assert sent(spec) == sent(spec) == sent(fig)
+        assert sent(spec)["layout"]["template"] == sent(fig)["layout"]["template"] != {}
+        assert abs(spec.nbytes - len(fig.to_json())) < 0.02 * spec.nbytes
+
+
 def test_per_trace_keeps_a_few_of_a_kind_most_recent_first() -> None:
     from attnviz.ui import caching
 

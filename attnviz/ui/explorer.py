@@ -151,7 +151,7 @@ def overview(trace: Trace) -> None:
     fig = per_trace(
         trace,
         ("mosaic", shared, focus, mode, lang()),
-        lambda: figures.Spec(views.overview_figure(trace, t, shared, focus, mode)),
+        lambda: figures.as_specs(lambda: views.overview_figure(trace, t, shared, focus, mode)),
     )
     chart(
         fig,
@@ -220,7 +220,7 @@ def _head_triplet(
         scores, logits, weights = per_trace(
             trace,
             ("head maps", layer, head, shared, mode, lo, hi, mark, lang()),
-            lambda: [figures.Spec(f) for f in build()],
+            lambda: figures.as_specs(build),
             keep=HEAD_MAPS_KEPT,
         )
     else:
