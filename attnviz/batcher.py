@@ -16,19 +16,23 @@ class _Job:
     group: Hashable
     item: Any
     run: Callable[[list], list]
+    weight: float
     future: Future = field(default_factory=Future)
 
 
 class Batcher:
     """`workers` threads that live as long as the process. A job that finds a thread free runs at
     once, alone; jobs that wait run together with the other waiting jobs of their group, at most
-    `max_batch` at a time, through the run function of the first. A batch that fails is run
+    `max_batch` jobs and `max_weight` of their weights at a time (a job over it goes alone),
+    through the run function of the first. A batch that fails is run
     again one job at a time, so that one bad input fails only itself."""
 
-    def __init__(self, workers: int, max_batch: int, name: str) -> None:
+    def __init__(
+        self, workers: int, max_batch: int, name: str, max_weight: float = float("inf")
+    ) -> None:
         if workers < 1 or max_batch < 1:
             raise ValueError(f"workers={workers} and max_batch={max_batch} must be at least 1")
-        self.max_batch = max_batch
+        self.max_batch, self.max_weight = max_batch, max_weight
         self._queue: list[_Job] = []
         self._ready = threading.Condition()
         self.threads = [
@@ -38,10 +42,13 @@ class Batcher:
         for thread in self.threads:
             thread.start()
 
-    def submit(self, group: Hashable, item: Any, run: Callable[[list], list]) -> Future:
+    def submit(
+        self, group: Hashable, item: Any, run: Callable[[list], list], weight: float = 1
+    ) -> Future:
         """A future for run([item, ...])'s result for `item`. `group`: jobs that may share a
-        call (same group, same kind of run); None never shares."""
-        job = _Job(group, item, run)
+        call (same group, same kind of run); None never shares. `weight`: what the job costs
+        towards max_weight (the app: bytes of its trace)."""
+        job = _Job(group, item, run, weight)
         with self._ready:
             self._queue.append(job)
             self._ready.notify()
@@ -56,10 +63,14 @@ class Batcher:
             while not self._queue:
                 self._ready.wait()
             first = self._queue.pop(0)
-            batch, rest = [first], []
+            batch, rest, weight = [first], [], first.weight
             for job in self._queue:
-                same = first.group is not None and job.group == first.group
-                (batch if same and len(batch) < self.max_batch else rest).append(job)
+                fits = len(batch) < self.max_batch and weight + job.weight <= self.max_weight
+                if first.group is not None and job.group == first.group and fits:
+                    batch.append(job)
+                    weight += job.weight
+                else:
+                    rest.append(job)
             self._queue[:] = rest
             return batch
 

@@ -482,6 +482,23 @@ def test_waiting_jobs_of_one_group_run_as_one_call_in_arrival_order() -> None:
     assert all(t.name.startswith("test-batcher") and t.is_alive() for t in batcher.threads)
 
 
+def test_a_batch_holds_at_most_its_weight_and_a_heavy_job_goes_alone() -> None:
+    from attnviz.batcher import Batcher
+
+    calls = []
+
+    def run(items):
+        calls.append(list(items))
+        return items
+
+    batcher = Batcher(1, 8, "test-batcher", max_weight=7)
+    go, _ = _blocked(batcher)
+    jobs = [batcher.submit("g", x, run, w) for x, w in (("a", 3), ("big", 10), ("b", 3), ("c", 3))]
+    go.set()
+    assert [j.result(10) for j in jobs] == ["a", "big", "b", "c"]
+    assert calls == [["a", "b"], ["big"], ["c"]]
+
+
 def test_a_failing_batch_is_run_again_one_job_at_a_time() -> None:
     from attnviz.batcher import Batcher
 
@@ -540,6 +557,9 @@ def test_sentences_typed_at_once_share_a_forward_and_get_their_own_traces(monkey
         assert out[text].tokens == alone.tokens
         for a, b in zip(out[text].layers, alone.layers, strict=True):
             torch.testing.assert_close(a.weights, b.weights, atol=5e-5, rtol=1e-4)
-    # A pair or masked tokens are made alone (trace_model), not batched.
+    # Masked tokens, a second sentence or a long input are made alone (trace_model).
     bert.bert_trace(model, key, texts[0], None, mask_tokens=(1,))
-    assert len(seen) == 1
+    bert.bert_trace(model, key, texts[0], "and a second sentence")
+    long = bert.bert_trace(model, key, "word " * 300, None)
+    assert len(seen) == 1 and len(long.tokens) == 302
+    assert 2 * bert._batch_bytes(model, "word " * 300) > caching.BATCH_BYTES > 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import streamlit as st
 import torch
 
@@ -85,6 +87,26 @@ def get_model(name: str | None, device: str, dtype: str = "float32"):
     return None
 
 
+BATCH_CHARS = 4000  # a longer sentence is neither counted nor batched: its trace is big anyway
+
+
+def _batch_bytes(model, text: str) -> int:
+    """Bytes of the full trace of `text` alone, from its token count; 0 for a long one."""
+    from attnviz.budget import model_trace_bytes
+
+    if not isinstance(text, str) or len(text) > BATCH_CHARS or not text.strip():
+        return 0
+    with model.call_lock:
+        ids = model.call_tokenizer(text, truncation=True, max_length=model.max_length)["input_ids"]
+    return model_trace_bytes(model.n_layers, model.n_heads, model.d_head, 1, len(ids))
+
+
+def _trace_each(model, knobs: dict, texts: list[str]) -> list[Trace]:
+    from attnviz.hooked import trace_each
+
+    return trace_each(model, texts, batch_bytes=BATCH_BYTES, **knobs)
+
+
 def bert_trace(
     _model,
     model_key: tuple[str, ...],
@@ -97,19 +119,16 @@ def bert_trace(
 ) -> Trace:
     """A trace per (model, text, knobs); shared read-only between sessions, in the byte-bounded
     cache (attnviz.ui.caching)."""
-    from attnviz.hooked import trace_each, trace_model
+    from attnviz.hooked import trace_model
 
     key = ("bert", model_key, text, pair, use_scale, temperature, ablate, mask_tokens)
     knobs = dict(use_scale=use_scale, temperature=temperature, ablate=ablate)
     batch = None
-    if not mask_tokens and not (pair and pair.strip()):
-        # Made together with the other sentences (same model and knobs) waiting at that moment.
+    n_bytes = 0 if mask_tokens or (pair and pair.strip()) else _batch_bytes(_model, text)
+    if n_bytes and 2 * n_bytes <= BATCH_BYTES:
+        # Made together with the other short sentences (same model and knobs) waiting then.
         group = ("bert", model_key, use_scale, temperature, ablate)
-        batch = (
-            group,
-            text,
-            lambda texts: trace_each(_model, texts, batch_bytes=BATCH_BYTES, **knobs),
-        )
+        batch = (group, text, functools.partial(_trace_each, _model, knobs), n_bytes)
     return cached_trace(
         key,
         lambda: trace_model(_model, text, text_pair=pair, mask_tokens=mask_tokens, **knobs),

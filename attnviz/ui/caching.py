@@ -78,7 +78,7 @@ def _workers() -> Batcher:
     # forward there paid for a new OpenMP team each time (a 32-token BERT trace: 19-24 ms against
     # 13-16 ms in a thread that stays). Sentences that wait for a thread go through the model
     # together (hooked.trace_each): a class typing at once costs a few forwards, not thirty.
-    return Batcher(budget().trace_workers, BATCH_MAX, "attnviz-trace")
+    return Batcher(budget().trace_workers, BATCH_MAX, "attnviz-trace", BATCH_BYTES)
 
 
 def _compacted(full: Trace) -> tuple[Trace, int]:
@@ -96,21 +96,23 @@ def _make_batch(run: Callable[[list], list[Trace]], items: list) -> list[tuple[T
 def cached_trace(
     key: Hashable,
     make: Callable[[], Trace],
-    batch: tuple[Hashable, Any, Callable[[list], list[Trace]]] | None = None,
+    batch: tuple[Hashable, Any, Callable[[list], list[Trace]], int] | None = None,
 ) -> Trace:
-    """The trace for `key`, made in the trace workers (at most budget().trace_workers at a time,
-    so a class typing at once does not hold thirty full traces) and compacted on a miss.
-    `batch`: (group, item, run) when the trace may be made together with others of its group
-    that wait at the same moment, run([item, ...]) giving one trace per item, each the same as
-    make() would. Shared: treat as read-only."""
+    """The trace for `key`, made in the trace workers (at most budget().trace_workers forwards at
+    a time, each at most BATCH_MAX sentences and BATCH_BYTES of trace, so a class typing at once
+    does not hold thirty full traces) and compacted on a miss.
+    `batch`: (group, item, run, n_bytes) when the trace may be made together with others of its
+    group that wait at the same moment, run([item, ...]) giving one trace per item, each the same
+    as make() would; n_bytes: its full trace's size, at most BATCH_BYTES of them together.
+    Shared: treat as read-only."""
     ctx = get_script_run_ctx()
 
     def made() -> Trace:
         if batch is None:
             job = _workers().submit(None, make, _make_each)
         else:
-            group, item, run = batch
-            job = _workers().submit(group, item, functools.partial(_make_batch, run))
+            group, item, run, n_bytes = batch
+            job = _workers().submit(group, item, functools.partial(_make_batch, run), n_bytes)
         trace, n_bytes = job.result()
         _count_made(n_bytes)
         return trace
