@@ -137,6 +137,12 @@ class Server:
     def rss(self) -> float:
         return rss_mb(self.proc.pid)
 
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the server process has used so far."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def reset_peak(self) -> None:
         self.peak = self.rss()
 
@@ -229,7 +235,7 @@ def load_run(
     reruns, the 9th slowest) moved 2-3x between runs on this shared machine."""
     before = server.rss()
     server.reset_peak()
-    walls, crowd_p95 = [], []
+    walls, crowd_p95, cpus = [], [], []
     if n == 1:  # one student, several times in a row: a p95 of more than six reruns
         t0 = time.perf_counter()
         students = [asyncio.run(crowd(server.url, 1, n_tokens, think, i))[0] for i in range(ONES)]
@@ -239,9 +245,10 @@ def load_run(
         for rep in range(crowds):
             if rep:
                 time.sleep(CROWD_GAP_S)
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), server.cpu_s()
             one = asyncio.run(crowd(server.url, n, n_tokens, think, rep * n))
             walls.append(time.perf_counter() - t0)
+            cpus.append(server.cpu_s() - cpu0)
             crowd_p95.append(pct([st.seconds for s in one for st in s.steps if st.ok], 0.95))
             students += one
     wall = statistics.mean(walls)
@@ -268,6 +275,7 @@ def load_run(
         "think": max(s.think for s in students),  # one student's (N=1: the longest of ONES)
         "by_step": by_step,
         "crowd_p95": crowd_p95,
+        "cpu": statistics.mean(cpus) if cpus else float("nan"),  # the server's, one class
     }
 
 
@@ -422,7 +430,8 @@ def print_runs(runs: list[dict], label: str) -> None:
                 print(
                     f"  N={r['n']}: p95/p95(N=1) = {r['p95'] / one['p95']:.2f} (p95 over "
                     f"{len(r['crowd_p95'])} classes' reruns; each class: {each} s); wall "
-                    f"{r['wall']:.1f} s vs 1.5 x think + N=1 wall = {budget:.1f} s"
+                    f"{r['wall']:.1f} s vs 1.5 x think + N=1 wall = {budget:.1f} s; server CPU "
+                    f"{r['cpu']:.1f} s a class"
                 )
 
 
