@@ -563,3 +563,6 @@ def test_sentences_typed_at_once_share_a_forward_and_get_their_own_traces(monkey
     long = bert.bert_trace(model, key, "word " * 300, None)
     assert len(seen) == 1 and len(long.tokens) == 302
     assert 2 * bert._batch_bytes(model, "word " * 300) > caching.BATCH_BYTES > 0
+    # A model that trace_each runs one text at a time is not batched at all.
+    monkeypatch.setattr(model.call_tokenizer, "padding_side", "left")
+    assert bert._batch_bytes(model, texts[0]) == 0

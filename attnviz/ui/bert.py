@@ -91,14 +91,23 @@ BATCH_CHARS = 4000  # a longer sentence is neither counted nor batched: its trac
 
 
 def _batch_bytes(model, text: str) -> int:
-    """Bytes of the full trace of `text` alone, from its token count; 0 for a long one."""
+    """Bytes of the full trace of `text` alone, from its token count; 0 when it is not batched:
+    a long text, or a model that trace_each runs one text at a time (it would only make the
+    first sentence wait for the others)."""
     from attnviz.budget import model_trace_bytes
 
     if not isinstance(text, str) or len(text) > BATCH_CHARS or not text.strip():
         return 0
-    with model.call_lock:
-        ids = model.call_tokenizer(text, truncation=True, max_length=model.max_length)["input_ids"]
-    return model_trace_bytes(model.n_layers, model.n_heads, model.d_head, 1, len(ids))
+    if model.kind != "encoder" or model.call_tokenizer.padding_side != "right":
+        return 0
+    try:
+        with model.call_lock:
+            tokens = model.call_tokenizer(text, truncation=True, max_length=model.max_length)
+    except Exception:  # noqa: BLE001  (trace_model says what is wrong with the text)
+        return 0
+    return model_trace_bytes(
+        model.n_layers, model.n_heads, model.d_head, 1, len(tokens["input_ids"])
+    )
 
 
 def _trace_each(model, knobs: dict, texts: list[str]) -> list[Trace]:
