@@ -29,7 +29,13 @@ from attnviz.hooked.loading import (
     load_model,
     model_bytes,
 )
-from attnviz.hooked.tracing import embedding_cosine, trace_batch, trace_each, trace_model
+from attnviz.hooked.tracing import (
+    batches_texts,
+    embedding_cosine,
+    trace_batch,
+    trace_each,
+    trace_model,
+)
 
 __all__ = [
     "BERT_FAMILY",
@@ -49,6 +55,7 @@ __all__ = [
     "_offline",
     "_resolve",
     "attnviz_attention",
+    "batches_texts",
     "embedding_cosine",
     "load_model",
     "model_bytes",

@@ -107,6 +107,13 @@ def trace_batch(
     return _run(model, enc, n_input, dec, use_scale, temperature, heads, mask_tokens, limit)
 
 
+def batches_texts(model: LoadedModel) -> bool:
+    """Whether trace_each runs several texts through `model` as one padded batch: an encoder whose
+    tokenizer pads on the right, so each input's own positions are cut off unchanged. Any other
+    model traces one text at a time."""
+    return model.kind == "encoder" and model.call_tokenizer.padding_side == "right"
+
+
 def trace_each(
     model: LoadedModel,
     texts: Sequence[str],
@@ -120,8 +127,8 @@ def trace_each(
     padding; equal up to float rounding), computed in as few padded forwards as the trace budget
     allows: for a server with several sentences to trace at the same moment. Eight 32-token
     sentences through MiniLM as one batch take about half the time of eight forwards
-    (bench/hooked.py). Encoders whose tokenizer pads on the right are batched; any other
-    model traces one text at a time. `batch_bytes`: at most this many bytes of trace tensors in one
+    (bench/hooked.py). Only where batches_texts(model); any other model traces one text at a
+    time. `batch_bytes`: at most this many bytes of trace tensors in one
     forward (default and most: the trace budget); an input over it goes alone."""
     if isinstance(texts, (str, bytes)) or not isinstance(texts, Iterable):
         raise TypeError(f"texts must be a list of sentences, not {type(texts).__name__}")
@@ -130,7 +137,7 @@ def trace_each(
     if not texts:
         raise ValueError("texts is empty: give at least one sentence")
     knobs = dict(use_scale=use_scale, temperature=temperature, ablate=ablate)
-    if model.kind != "encoder" or model.call_tokenizer.padding_side != "right" or len(texts) < 2:
+    if not batches_texts(model) or len(texts) < 2:
         return [trace_model(model, text, max_length=max_length, **knobs) for text in texts]
     use_scale, temperature, ablate, _ = validate.knobs(use_scale, temperature, ablate, ())
     heads, limit = _check_knobs(model, temperature, ablate, max_length)
@@ -141,24 +148,26 @@ def trace_each(
     lengths = [enc["input_ids"].shape[1] for enc, _ in encoded]
     out: list[Trace | None] = [None] * len(texts)
     most = min(budget().max_trace_bytes, batch_bytes or budget().max_trace_bytes)
-    group: list[int] = []
     # Shortest first, so that a batch pads little; a batch stops where its trace would be over
     # `most` bytes (an input over it on its own goes alone, as with trace_model).
-    for i in sorted(range(len(texts)), key=lengths.__getitem__) + [-1]:
-        grown = group + [i]
-        size = model_trace_bytes(
-            model.n_layers, model.n_heads, model.d_head, len(grown), lengths[i]
+    groups: list[list[int]] = []
+    for i in sorted(range(len(texts)), key=lengths.__getitem__):
+        grown = len(groups[-1]) + 1 if groups else 0  # the last batch's size with this input
+        fits = (
+            grown
+            and model_trace_bytes(model.n_layers, model.n_heads, model.d_head, grown, lengths[i])
+            <= most
         )
-        if i >= 0 and size <= most:
-            group = grown
-            continue
-        if group:
-            enc = _collate(model, [encoded[j][0] for j in group])
-            n_input = [encoded[j][1][0] for j in group]
-            traces = _run(model, enc, n_input, None, use_scale, temperature, heads, (), limit, True)
-            for j, trace in zip(group, traces, strict=True):
-                out[j] = trace
-        group = [i]
+        if fits:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    for group in groups:
+        enc = _collate(model, [encoded[j][0] for j in group])
+        n_input = [encoded[j][1][0] for j in group]
+        traces = _run(model, enc, n_input, None, use_scale, temperature, heads, (), limit, True)
+        for j, trace in zip(group, traces, strict=True):
+            out[j] = trace
     return out  # type: ignore[return-value]
 
 

@@ -95,10 +95,11 @@ def _batch_bytes(model, text: str) -> int:
     a long text, or a model that trace_each runs one text at a time (it would only make the
     first sentence wait for the others)."""
     from attnviz.budget import model_trace_bytes
+    from attnviz.hooked import batches_texts
 
     if not isinstance(text, str) or len(text) > BATCH_CHARS or not text.strip():
         return 0
-    if model.kind != "encoder" or model.call_tokenizer.padding_side != "right":
+    if not batches_texts(model):
         return 0
     try:
         with model.call_lock:
