@@ -13,6 +13,27 @@ from pathlib import Path
 
 LANGUAGES = {"en": "English", "zh": "中文"}
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "i18n"
+# What people type for a language in a link (?lang=zh) or what a browser reports as its language
+# (navigator.language: "zh-CN", "zh-Hant-TW", "en-GB"), beyond the labels the language picker
+# writes itself ("English", "中文").
+_ALIASES = {"cn": "zh", "chinese": "zh", "english": "en", "中文": "zh", "汉语": "zh", "英文": "en"}
+
+
+def language_of(value: str | None) -> str | None:
+    """The UI language ("en" / "zh") that a link's `lang` or a browser's locale asks for: a code
+    ("zh", "EN"), a locale ("zh-CN", "zh_Hans", "en-US"), a label ("中文", "English") or a common
+    name ("chinese"). None when it names neither language."""
+    if not value:
+        return None
+    raw = value.strip()
+    by_label = {label: code for code, label in LANGUAGES.items()}
+    if raw in by_label:
+        return by_label[raw]
+    word = raw.lower().replace("_", "-")
+    primary = word.split("-", 1)[0]
+    if primary in LANGUAGES:
+        return primary
+    return _ALIASES.get(word) or _ALIASES.get(primary)
 
 
 @cache

@@ -99,3 +99,32 @@ def json_dump(spec: dict) -> str:
     import json
 
     return json.dumps(spec, ensure_ascii=False)
+
+
+@pytest.mark.parametrize("typed", ["zh", "zh-CN", "chinese"])
+def test_a_link_with_a_language_code_opens_in_chinese_and_then_names_it(typed: str) -> None:
+    # The picker writes its label (?lang=中文); a teacher types ?lang=zh.
+    at = app(query={"lang": typed})
+    assert not at.exception
+    assert at.title[0].value.startswith("实验场") and at.radio(key="lang").value == "中文"
+    at.run()  # the next run (any change) puts the picker's own value in the link
+    assert at.query_params.get("lang") in ("中文", ["中文"])
+    assert at.title[0].value.startswith("实验场")
+
+
+@pytest.mark.parametrize("typed", ["en", "xx"])
+def test_a_link_with_english_or_an_unknown_language_opens_in_english(typed: str) -> None:
+    at = app(query={"lang": typed})
+    assert not at.exception and at.title[0].value.startswith("Playground")
+    assert "lang" not in at.query_params
+
+
+@pytest.mark.parametrize(("locale", "title"), [("zh-CN", "实验场"), ("en-US", "Playground")])
+def test_a_plain_link_opens_in_the_browsers_language(monkeypatch, locale, title) -> None:
+    monkeypatch.setattr("attnviz.ui.common.browser_locale", lambda: locale)
+    at = app()
+    assert not at.exception and at.title[0].value.startswith(title)
+    at.radio(key="lang").set_value("English").run()  # the picker wins from then on
+    assert at.title[0].value.startswith("Playground")
+    at.run()
+    assert at.title[0].value.startswith("Playground")

@@ -27,3 +27,14 @@ def test_translate_formats_and_falls_back_to_the_key():
     assert translate("warn.truncated", "zh", n=9, limit=3) == "文本有 9 个词元，只显示前 3 个。"
     assert translate("no.such.key", "en") == "no.such.key"
     assert set(LANGUAGES) == {"en", "zh"}
+
+
+def test_language_of_reads_codes_locales_labels_and_names():
+    from attnviz.i18n import language_of
+
+    for value in ("zh", "ZH", "zh-CN", "zh_Hans", "zh-Hant-TW", "cn", "Chinese", "中文", " 中文 "):
+        assert language_of(value) == "zh", value
+    for value in ("en", "EN-us", "en_GB", "english", "English"):
+        assert language_of(value) == "en", value
+    for value in (None, "", "xx", "fr-FR", "zhx", "<script>"):
+        assert language_of(value) is None, value

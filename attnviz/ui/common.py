@@ -9,7 +9,7 @@ import streamlit as st
 from attnviz import markup
 from attnviz.config import StackConfig
 from attnviz.figures import PLOTLY_CONFIG, Spec
-from attnviz.i18n import LANGUAGES, examples, translate
+from attnviz.i18n import LANGUAGES, examples, language_of, translate
 from attnviz.stack import trace_text
 from attnviz.trace import Trace
 
@@ -44,8 +44,40 @@ def _apply_example() -> None:
     st.session_state["example"] = None
 
 
+def browser_locale() -> str | None:
+    """The browser's language (navigator.language, e.g. "zh-CN"); None outside a browser."""
+    try:
+        return st.context.locale
+    except Exception:  # noqa: BLE001  (no script run context: a bare import, a test harness)
+        return None
+
+
+def _seed_language() -> None:
+    """Before the language picker's first run: a link's ?lang=zh (or zh-CN, cn, chinese...) opens
+    in Chinese, though the picker itself writes its label (?lang=中文), which nobody types. With no
+    language in the link, a browser set to Chinese opens in Chinese. A value that names no language
+    is dropped from the URL (the page opens in English, the default)."""
+    if st.session_state.pop(_LANG_TO_URL, False):
+        # Set again now that the picker has run once: the binding then writes it to the URL.
+        st.session_state["lang"] = st.session_state["lang"]
+        return
+    if "lang" in st.session_state:  # from the first run on, the picker decides
+        return
+    raw = st.query_params.get("lang")
+    code = language_of(raw) if raw is not None else language_of(browser_locale())
+    if raw is not None and code != "zh":  # English is the default: not kept in the URL
+        del st.query_params["lang"]
+    if code == "zh":
+        st.session_state["lang"] = LANGUAGES["zh"]
+        st.session_state[_LANG_TO_URL] = raw != LANGUAGES["zh"]
+
+
+_LANG_TO_URL = "_lang_to_url"  # the language was picked from an alias or the browser: URL it
+
+
 def sidebar() -> None:
     """Language, the sentence and its examples: shared by every page, kept in the URL."""
+    _seed_language()
     with st.sidebar:
         st.radio(
             translate("side.language"),
