@@ -60,3 +60,25 @@ def translate(key: str, lang: str = "en", **fmt: object) -> str:
     if text is None:
         return key
     return text.format(**fmt) if fmt else text
+
+
+class Message(str):
+    """A message an engine function reports (a loader's progress): the English text, as any caller
+    of a `progress(str)` callback reads it, plus its key and fields, so a page can show it in its
+    own language (`in_language`)."""
+
+    key: str
+    fields: dict[str, object]
+
+    def __new__(cls, key: str, **fields: object) -> Message:
+        made = super().__new__(cls, translate(key, "en", **fields))
+        made.key, made.fields = key, fields
+        return made
+
+    def in_language(self, lang: str) -> str:
+        return translate(self.key, lang, **self.fields)
+
+
+def localized(message: str, lang: str) -> str:
+    """`message` in `lang` when it is a Message; any other text as it is."""
+    return message.in_language(lang) if isinstance(message, Message) else message

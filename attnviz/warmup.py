@@ -19,6 +19,8 @@ import threading
 import time
 from typing import Any
 
+from attnviz.i18n import Message
+
 _lock = threading.Lock()
 _done = threading.Event()
 _state: dict[str, Any] = {"thread": None, "model": None, "error": None, "message": "", "t0": 0.0}
@@ -55,12 +57,12 @@ def preload_imports() -> None:
 
 def _load() -> None:
     try:
-        _say("Importing torch, transformers and plotly")
+        _say(Message("load.imports"))
         preload_imports()
         from attnviz.hooked import load_model
 
         _state["model"] = load_model(None, device="auto", progress=_say)
-        _say("Ready")
+        _say(Message("load.ready"))
     except Exception as err:  # shown to the visitor; the server keeps working
         _state["error"] = err
     finally:

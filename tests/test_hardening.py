@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from attnviz import StackConfig, trace_text
+from attnviz.i18n import translate
 from tests.apphelpers import app, heatmap_specs
 
 SENT = "The animal didn't cross the street because it was too tired."
@@ -312,6 +313,14 @@ def test_defect_8_model_name_is_never_live_markdown() -> None:
     at = app(BERT, {"model": name})
     assert not at.exception and at.error
     assert raw_markup(_bodies(at), [":red[evil]", "**bold**", "[x](javascript:alert(1))"]) == []
+
+
+def test_a_refused_model_name_is_explained_in_chinese_with_the_original_below() -> None:
+    at = app(BERT, {"model": "x" * 1000, "lang": "中文"})
+    assert not at.exception
+    assert [e.value for e in at.error] == [translate("bert.name_refused", "zh")]
+    assert at.expander[-1].label == translate("bert.error_original", "zh")
+    assert "1000 characters" in at.code[-1].value
 
 
 def test_public_mode_offers_only_the_allowlist(monkeypatch) -> None:

@@ -38,3 +38,22 @@ def test_language_of_reads_codes_locales_labels_and_names():
         assert language_of(value) == "en", value
     for value in (None, "", "xx", "fr-FR", "zhx", "<script>"):
         assert language_of(value) is None, value
+
+
+def test_a_message_is_english_text_that_a_page_can_show_in_chinese():
+    from attnviz.i18n import Message, localized
+
+    m = Message("load.weights", name="bert-base")
+    assert m == "Loading the weights of bert-base" and isinstance(m, str)
+    assert localized(m, "zh") == "正在加载 bert-base 的权重"
+    assert localized("plain text", "zh") == "plain text"
+
+
+def test_the_loader_reports_its_steps_as_messages(tmp_path):
+    from attnviz.hooked import load_model
+    from attnviz.i18n import Message
+
+    said: list = []
+    load_model(None, device="cpu", progress=said.append)
+    assert [m.key for m in said] == ["load.finding", "load.tokenizer", "load.weights", "load.done"]
+    assert all(isinstance(m, Message) for m in said) and said[-1].endswith("on cpu")

@@ -157,19 +157,26 @@ def test_the_csv_is_built_only_when_downloaded(monkeypatch) -> None:
     assert calls == []
 
 
-def test_bert_page_shows_progress_while_the_model_loads(monkeypatch) -> None:
+@pytest.mark.parametrize(
+    ("lang", "shown"),
+    [("English", "Loading the weights of sentence"), ("中文", "正在加载 sentence")],
+)
+def test_bert_page_shows_progress_while_the_model_loads(monkeypatch, lang, shown) -> None:
     from attnviz import warmup
+    from attnviz.i18n import Message
 
     app("app_pages/bert.py")  # the model is loaded (and the loader has run)
     monkeypatch.setattr(warmup, "_done", threading.Event())  # as if still loading
-    monkeypatch.setitem(warmup._state, "message", "Loading the weights")
+    step = Message("load.weights", name="sentence-transformers/all-MiniLM-L6-v2")
+    monkeypatch.setitem(warmup._state, "message", step)
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["lang"] = lang
     at.switch_page("app_pages/bert.py")
     at.run()
     assert not at.exception
-    assert any("Loading the weights" in str(i.value) for i in at.info)
+    assert any(shown in str(i.value) for i in at.info), [i.value for i in at.info]
     assert not at.get("plotly_chart")
 
 

