@@ -128,3 +128,9 @@ def test_a_plain_link_opens_in_the_browsers_language(monkeypatch, locale, title)
     assert at.title[0].value.startswith("Playground")
     at.run()
     assert at.title[0].value.startswith("Playground")
+
+
+def test_a_link_that_asks_for_english_wins_over_a_chinese_browser(monkeypatch) -> None:
+    monkeypatch.setattr("attnviz.ui.common.browser_locale", lambda: "zh-CN")
+    at = app(query={"lang": "en"})
+    assert not at.exception and at.title[0].value.startswith("Playground")
