@@ -78,11 +78,23 @@ def heads_per_row(trace: Trace, layer: int) -> int:
     return min(trace.layers[layer].n_heads, 3 if _n(trace) <= LONG else 2)
 
 
+MOSAIC_WIDTH = 900  # px: the widest the mosaic is drawn (the page of a 1440 x 900 laptop)
+MOSAIC_WIDTH_PROJECTOR = 760  # px: the page's width at 1280 x 800 with projector mode's fonts
+
+
 def overview_figure(
-    trace: Trace, tr: Tr, shared: bool = False, focus: int | None = None, mode: str | None = None
+    trace: Trace,
+    tr: Tr,
+    shared: bool = False,
+    focus: int | None = None,
+    mode: str | None = None,
+    width: int = MOSAIC_WIDTH,
 ) -> go.Figure:
     """Every layer x head in one image. No highlight of the chosen head in the picture: it stays
-    the same when only the head changes, so the app can keep it in the browser."""
+    the same when only the head changes, so the app can keep it in the browser. `width`: the
+    widest the image may be drawn. The figure's height follows from it: in a narrower page the
+    image keeps its shape and the rest of that height stays empty, so a page that is known to be
+    narrower (projector mode) asks for less."""
     n = _n(trace)
     mode = mode or default_scale(n)
     # Long inputs get bigger thumbnails (more pooled pixels) and a power colour scale.
@@ -90,8 +102,7 @@ def overview_figure(
     gamma = {"power": GAMMA, "log": GAMMA / 2, "fixed": 1.0, "max": 1.0}[mode]
     rows_px = trace.n_layers * (thumb + 4) + 4
     cols_px = trace.n_heads * (thumb + 4) + 4
-    # as wide as a 1920 screen allows; wider would leave an empty band above it on a laptop
-    zoom = min(3.0, 1100 / cols_px, 820 / rows_px)
+    zoom = min(3.0, width / cols_px, 820 / rows_px)
     # Without a focus token only the pooled weights are needed (a GPU trace copies just those).
     weights = trace.weights() if focus is not None else pooled_weights(trace, thumb, thumb)
     return figures.mosaic(

@@ -48,3 +48,18 @@ def test_every_page_runs_in_projector_mode(page, lang: str) -> None:
     ]
     assert fonts and all(size is None or size >= 18 for size in fonts), fonts
     assert not at.dataframe  # tables are HTML tables in projector mode
+
+
+def test_the_mosaic_is_sized_for_the_narrower_page_of_projector_mode() -> None:
+    from attnviz import views
+
+    def mosaic_height(at) -> int:
+        mosaic = next(c for c in at.get("plotly_chart") if c.proto.id.endswith("-mosaic"))
+        return json.loads(mosaic.proto.spec)["layout"]["height"]
+
+    plain = mosaic_height(app("app_pages/bert.py", query={"view": "overview"}))
+    big = mosaic_height(app("app_pages/bert.py", query={"view": "overview", "projector": "true"}))
+    # 6 layers x 12 heads of 48 px thumbnails (4 px apart): the image is 628 x 316 px, drawn at
+    # most MOSAIC_WIDTH (or MOSAIC_WIDTH_PROJECTOR) wide, plus 70 px of title and labels.
+    assert plain == int(316 * views.MOSAIC_WIDTH / 628) + 70
+    assert big == int(316 * views.MOSAIC_WIDTH_PROJECTOR / 628) + 70

@@ -148,10 +148,17 @@ def overview(trace: Trace) -> None:
     mode = pick_scale(n, short="max")
     # Cached per trace: the same figure object when only the head changes, so the browser keeps
     # the image (Streamlit sends a reference to a message it already holds, not the image again).
+    # Projector mode's page is narrower (bigger fonts, often a 1280 x 800 projector): a mosaic
+    # sized for a 1920 screen left an empty band of ~300 px above and below it there.
+    width = (
+        views.MOSAIC_WIDTH_PROJECTOR if st.session_state.get("projector") else views.MOSAIC_WIDTH
+    )
     fig = per_trace(
         trace,
-        ("mosaic", shared, focus, mode, lang()),
-        lambda: figures.as_specs(lambda: views.overview_figure(trace, t, shared, focus, mode)),
+        ("mosaic", shared, focus, mode, lang(), width),
+        lambda: figures.as_specs(
+            lambda: views.overview_figure(trace, t, shared, focus, mode, width=width)
+        ),
     )
     chart(
         fig,
