@@ -16,7 +16,7 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets" / "i18n"
 # What people type for a language in a link (?lang=zh) or what a browser reports as its language
 # (navigator.language: "zh-CN", "zh-Hant-TW", "en-GB"), beyond the labels the language picker
 # writes itself ("English", "中文").
-_ALIASES = {"cn": "zh", "chinese": "zh", "english": "en", "中文": "zh", "汉语": "zh", "英文": "en"}
+_ALIASES = {"cn": "zh", "chinese": "zh", "english": "en", "汉语": "zh", "英文": "en"}
 
 
 def language_of(value: str | None) -> str | None:

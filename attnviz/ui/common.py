@@ -52,6 +52,9 @@ def browser_locale() -> str | None:
         return None
 
 
+_LANG_TO_URL = "_lang_to_url"  # the language was picked from an alias or the browser: URL it
+
+
 def _seed_language() -> None:
     """Before the language picker's first run: a link's ?lang=zh (or zh-CN, cn, chinese...) opens
     in Chinese, though the picker itself writes its label (?lang=中文), which nobody types. With no
@@ -70,9 +73,6 @@ def _seed_language() -> None:
     if code == "zh":
         st.session_state["lang"] = LANGUAGES["zh"]
         st.session_state[_LANG_TO_URL] = raw != LANGUAGES["zh"]
-
-
-_LANG_TO_URL = "_lang_to_url"  # the language was picked from an alias or the browser: URL it
 
 
 def sidebar() -> None:
