@@ -24,7 +24,7 @@ class Budget:
     cache_bytes: int = 512 * MiB  # ATTNVIZ_CACHE_BYTES: all cached traces and figures together
     max_text_chars: int = 100_000  # ATTNVIZ_MAX_TEXT_CHARS: characters in one sentence
     max_work: int = 100 * 10**9  # ATTNVIZ_MAX_WORK: floating-point operations of one trace
-    trace_workers: int = 2  # ATTNVIZ_TRACE_WORKERS: traces computed at once (the rest wait)
+    trace_workers: int = 1  # ATTNVIZ_TRACE_WORKERS: forwards run at once (the rest wait, batched)
 
     def __post_init__(self) -> None:
         for f in fields(self):

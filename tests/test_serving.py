@@ -573,3 +573,41 @@ def test_sentences_typed_at_once_share_a_forward_and_get_their_own_traces(monkey
     # A model that trace_each runs one text at a time is not batched at all.
     monkeypatch.setattr(model.call_tokenizer, "padding_side", "left")
     assert bert._batch_bytes(model, texts[0]) == 0
+
+
+def test_a_forward_uses_every_core_alone_and_one_while_others_run() -> None:
+    """The trace workers' thread count: all cores for a student alone, one core while other runs
+    are in flight or jobs wait, and all again only after ALONE_S of quiet (changing the count
+    costs OpenMP a new team, so a class does not flip it on every forward)."""
+    from attnviz.ui.caching import ALONE_S, _Cores
+
+    cores = _Cores(4)
+    assert cores.pick(callers=1, waiting=0, runs=1, now=0.0) == 4  # one student, alone
+    assert cores.pick(callers=3, waiting=0, runs=3, now=0.5) == 4  # one batch, nothing else
+    assert cores.pick(callers=1, waiting=0, runs=3, now=1.0) == 1  # two other runs going
+    assert cores.pick(callers=1, waiting=0, runs=1, now=1.5) == 1  # quiet, but only just
+    assert cores.pick(callers=1, waiting=0, runs=1, now=1.0 + ALONE_S + 0.1) == 4
+    assert cores.pick(callers=1, waiting=2, runs=1, now=10.0) == 1  # jobs queued behind it
+    assert cores.pick(callers=2, waiting=0, runs=5, now=10.0 + ALONE_S) == 1  # other runs going
+    assert cores.pick(callers=2, waiting=0, runs=2, now=20.0) == 4
+
+
+def test_script_runs_counts_streamlit_script_threads() -> None:
+    """caching.script_runs() finds Streamlit's run threads by name: this checks the name."""
+    from streamlit.testing.v1 import AppTest
+
+    from attnviz.ui import caching
+
+    def script():
+        import threading
+
+        import streamlit as st
+
+        from attnviz.ui import caching
+
+        st.markdown(f"{threading.current_thread().name} {caching.script_runs()}")
+
+    at = AppTest.from_function(script).run(timeout=30)
+    assert not at.exception
+    assert at.markdown[0].value.split() == [caching.SCRIPT_THREAD, "1"]
+    assert caching.script_runs() == 0

@@ -12,6 +12,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 import streamlit as st
+import torch
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
@@ -78,7 +79,46 @@ def _workers() -> Batcher:
     # forward there paid for a new OpenMP team each time (a 32-token BERT trace: 19-24 ms against
     # 13-16 ms in a thread that stays). Sentences that wait for a thread go through the model
     # together (hooked.trace_each): a class typing at once costs a few forwards, not thirty.
+    # One thread by default: with two, most of a class's sentences found one free and went
+    # alone (73 of 88 forwards in a 30-session run held one sentence), at 17.5 ms of CPU each
+    # against 10.8 ms in a batch of eight (one core, 32 tokens).
     return Batcher(budget().trace_workers, BATCH_MAX, "attnviz-trace", BATCH_BYTES)
+
+
+SCRIPT_THREAD = "ScriptRunner.scriptThread"  # the name Streamlit gives the thread of every run
+ALONE_S = 2.0  # a forward gets every core again after this long with nothing else running
+
+
+def script_runs() -> int:
+    """Script runs in flight in this process (one thread each)."""
+    return sum(thread.name == SCRIPT_THREAD for thread in threading.enumerate())
+
+
+class _Cores:
+    """How many threads the trace workers' forwards use. Alone, all of them: one student's trace
+    of 32 tokens takes 13 ms on two cores instead of 18 ms on one. While other runs are in flight
+    (a class), one: the second thread's share costs more than it saves (26 ms of CPU for that
+    trace against 18 ms), and the other runs need the core. Changing the count costs a forward
+    several ms (OpenMP rebuilds its team), so it goes back to all only after ALONE_S of quiet."""
+
+    def __init__(self, n_all: int) -> None:
+        self.n_all, self.now, self.busy_at = n_all, n_all, float("-inf")
+
+    def pick(self, callers: int, waiting: int, runs: int, now: float) -> int:
+        """`callers`: the runs waiting for this forward; `waiting`: jobs queued behind it;
+        `runs`: script runs in flight. Returns the thread count for the forward."""
+        if waiting or runs > callers:
+            self.busy_at = now
+        return 1 if now - self.busy_at < ALONE_S else self.n_all
+
+    def use(self, callers: int) -> None:
+        n = self.pick(callers, _workers().waiting(), script_runs(), time.monotonic())
+        if n != self.now:
+            torch.set_num_threads(n)
+            self.now = n
+
+
+_cores = _Cores(torch.get_num_threads())
 
 
 def _compacted(full: Trace) -> tuple[Trace, int]:
@@ -86,10 +126,12 @@ def _compacted(full: Trace) -> tuple[Trace, int]:
 
 
 def _make_each(makes: list[Callable[[], Trace]]) -> list[tuple[Trace, int]]:
+    _cores.use(len(makes))
     return [_compacted(make()) for make in makes]
 
 
 def _make_batch(run: Callable[[list], list[Trace]], items: list) -> list[tuple[Trace, int]]:
+    _cores.use(len(items))
     return [_compacted(full) for full in run(items)]
 
 
