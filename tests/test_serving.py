@@ -592,6 +592,31 @@ def test_a_forward_uses_every_core_alone_and_one_while_others_run() -> None:
     assert cores.pick(callers=2, waiting=0, runs=2, now=20.0) == 4
 
 
+def test_each_worker_thread_keeps_its_own_thread_count(monkeypatch) -> None:
+    """With ATTNVIZ_TRACE_WORKERS=2, one worker turning to one thread does not make the other
+    believe it did too: OpenMP's count is per thread."""
+    import types
+
+    from attnviz.ui import caching
+
+    queue = types.SimpleNamespace(waiting=lambda: 3)  # jobs waiting: busy
+    monkeypatch.setattr(caching, "_workers", lambda: queue)
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # the test's own torch unchanged
+    cores, seen = caching._Cores(2), {}
+
+    def worker(name):
+        seen[name, "before"] = cores.now
+        cores.use(1)
+        seen[name, "after"] = cores.now
+
+    for name in ("a", "b"):
+        thread = threading.Thread(target=worker, args=(name,))
+        thread.start()
+        thread.join(10)
+    assert seen == {("a", "before"): 2, ("a", "after"): 1, ("b", "before"): 2, ("b", "after"): 1}
+    assert cores.now == 2  # this thread never ran a forward
+
+
 def test_script_runs_counts_streamlit_script_threads() -> None:
     """caching.script_runs() finds Streamlit's run threads by name: this checks the name."""
     from streamlit.testing.v1 import AppTest

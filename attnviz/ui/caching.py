@@ -102,7 +102,14 @@ class _Cores:
     several ms (OpenMP rebuilds its team), so it goes back to all only after ALONE_S of quiet."""
 
     def __init__(self, n_all: int) -> None:
-        self.n_all, self.now, self.busy_at = n_all, n_all, float("-inf")
+        self.n_all, self.busy_at = n_all, float("-inf")
+        # OpenMP keeps the count per thread (torch's setting reaches threads that start later).
+        self._mine = threading.local()
+
+    @property
+    def now(self) -> int:
+        """The count this thread's forwards use."""
+        return getattr(self._mine, "n", self.n_all)
 
     def pick(self, callers: int, waiting: int, runs: int, now: float) -> int:
         """`callers`: the runs waiting for this forward; `waiting`: jobs queued behind it;
@@ -115,7 +122,7 @@ class _Cores:
         n = self.pick(callers, _workers().waiting(), script_runs(), time.monotonic())
         if n != self.now:
             torch.set_num_threads(n)
-            self.now = n
+            self._mine.n = n
 
 
 _cores = _Cores(torch.get_num_threads())
