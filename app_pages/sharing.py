@@ -81,7 +81,7 @@ rows = {
 ui.table(
     pd.DataFrame(rows, index=list(numbers)).T.reset_index(names=""),
     hide_index=True,
-    width="stretch",
+    wrap=True,  # sentences in its cells ("the usual compromise in recent LLMs")
 )
 
 pretrained.grouping_section(ui.text())

@@ -50,6 +50,17 @@ def test_every_page_runs_in_projector_mode(page, lang: str) -> None:
     assert not at.dataframe  # tables are HTML tables in projector mode
 
 
+def test_a_table_of_sentences_wraps_outside_projector_mode_too() -> None:
+    """MHA · MQA · GQA's comparison has sentences in its cells: a dataframe cut them off at
+    1280 px ("fast decoding, smallest cache; s"), an HTML table wraps them."""
+    at = app("app_pages/sharing.py")
+    assert not at.exception and not at.dataframe
+    (table,) = at.table
+    cells = table.value.to_string()
+    assert "1,048,576" in cells  # d_model 512, 8 heads: W_q, W_k, W_v, W_o of one layer
+    assert "the usual compromise" in cells
+
+
 def test_the_mosaic_is_sized_for_the_narrower_page_of_projector_mode() -> None:
     from attnviz import views
 

@@ -57,11 +57,18 @@ def toggle() -> None:
     st.html(f"<style>{BASE}{PROJECTOR if on() else ''}</style>")
 
 
-def table(data, hide_index: bool | None = None, column_config: dict | None = None, **kwargs):
+def table(
+    data,
+    hide_index: bool | None = None,
+    column_config: dict | None = None,
+    wrap: bool = False,
+    **kwargs,
+):
     """st.dataframe, or in projector mode an HTML st.table: its text grows with the page and
     wraps, where the canvas-drawn dataframe keeps small type and scrolls sideways at 150 % zoom.
+    `wrap`: the HTML table always (a table of sentences, which the dataframe cuts off at 1280 px).
     Number formats of `column_config` (NumberColumn(format=...)) apply to both."""
-    if not on():
+    if not on() and not wrap:
         return st.dataframe(data, hide_index=hide_index, column_config=column_config, **kwargs)
     import pandas as pd
 
