@@ -74,7 +74,10 @@ x = norm_example()
 res, stats = compare_norms(x)
 dims = [f"f{i}" for i in range(x.shape[-1])]
 tokens = [f"t{i}" for i in range(x.shape[1])]
-c1, c2, c3 = st.columns(3)
+# Two to a row, LayerNorm beside BatchNorm: three in a row at 1280 px left ~23 px a cell, and
+# the numbers ("-2.95") ran into each other.
+c1, _ = st.columns(2)
+c2, c3 = st.columns(2)
 for col, (name, m) in zip(
     (c1, c2, c3),
     (("po.x", x[0]), ("po.ln", res.layer_norm[0]), ("po.bn", res.batch_norm[0])),

@@ -304,10 +304,16 @@ def _named_scale(name: str) -> list[list]:
 _VALIDATE = os.environ.get("ATTNVIZ_VALIDATE_FIGURES", "0").strip() == "1"
 
 
+TITLE_LINE_PX = 20  # one more line of a title (15 px font) above the plot
+
+
 def _layout_dict(title: str, height: int | None, extra: dict) -> dict:
+    # A "\n" in a title breaks its line: plotly never wraps one, and a title wider than a chart
+    # in a third of a 1280 px page was cut off ("Size of the softmax gradient ‖diag(p) − p…").
+    text = html.escape(title, quote=False).replace("\n", "<br>")
     return dict(
-        title=dict(text=html.escape(title, quote=False), x=0, xanchor="left", font=dict(size=15)),
-        margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+        title=dict(text=text, x=0, xanchor="left", font=dict(size=15)),
+        margin=dict(l=10, r=10, t=40 + TITLE_LINE_PX * title.count("\n") if title else 10, b=10),
         font=FONT,
         height=height,
         plot_bgcolor="white",

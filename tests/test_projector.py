@@ -74,3 +74,19 @@ def test_the_mosaic_is_sized_for_the_narrower_page_of_projector_mode() -> None:
     # most MOSAIC_WIDTH (or MOSAIC_WIDTH_PROJECTOR) wide, plus 70 px of title and labels.
     assert plain == int(316 * views.MOSAIC_WIDTH / 628) + 70
     assert big == int(316 * views.MOSAIC_WIDTH_PROJECTOR / 628) + 70
+
+
+def test_a_line_break_in_a_title_is_kept_and_nothing_else_becomes_markup() -> None:
+    """Why √d_k's three charts share a third of the page each: their titles break into two lines
+    (a "\\n" in the string), and the top margin grows by a line so the title stays off the plot."""
+    from attnviz import figures
+    from attnviz.i18n import translate
+
+    for lang in ("en", "zh"):
+        title = translate("ws.jac_title", lang)
+        fig = figures.lines([1, 2], {"a": [1.0, 2.0]}, title=title)
+        assert fig.layout.title.text.count("<br>") == 1 == title.count("\n")
+        assert fig.layout.margin.t == 40 + figures.TITLE_LINE_PX
+    typed = figures.lines([1, 2], {"a": [1.0, 2.0]}, title="<br><b>x</b>")
+    assert typed.layout.title.text == "&lt;br&gt;&lt;b&gt;x&lt;/b&gt;"
+    assert typed.layout.margin.t == 40

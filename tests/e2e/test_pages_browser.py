@@ -68,3 +68,37 @@ def test_every_page_is_in_the_navigation(page) -> None:
     for i in range(8):
         links.nth(i).click()
         page.settle()
+
+
+# For every chart: its title's right edge against the chart's, and pairs of cell numbers that
+# overlap (plotly draws a heatmap's numbers as `.heatmaplayer text`).
+FITS = """() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')].map(ch => {
+  const t = ch.querySelector('.gtitle'), c = ch.getBoundingClientRect();
+  const boxes = [...ch.querySelectorAll('.heatmaplayer text')]
+    .filter(e => e.textContent.trim()).map(e => e.getBoundingClientRect());
+  let overlaps = 0;
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const a = boxes[i], b = boxes[j];
+    if (Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 &&
+        Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1) overlaps++;
+  }
+  return {title: t ? t.textContent : '', cut: t ? t.getBoundingClientRect().right > c.right : false,
+          numbers: boxes.length, overlaps: overlaps};
+})"""
+
+
+@pytest.mark.parametrize("size", ["page", "big_page"])
+@pytest.mark.parametrize("name", ["why_scale", "positions"])
+def test_chart_titles_and_cell_numbers_fit(name: str, size: str, request) -> None:
+    """At 1280 px, three charts in a row cut Why √d_k's titles off and ran LayerNorm/BatchNorm's
+    numbers into each other: titles now break their line, the norms go two to a row."""
+    p = request.getfixturevalue(size)
+    for lang in ("English", "中文"):
+        p.open(f"{name}?lang={lang}")
+        p.wait_count('[data-testid="stPlotlyChart"]', 4, timeout=60, at_least=True)
+        p.page.wait_for_timeout(1500)  # plotly draws after the script ends
+        charts = p.page.evaluate(FITS)
+        assert [c for c in charts if c["cut"]] == [], f"{name} {lang} at {p.size}"
+        assert [c for c in charts if c["overlaps"]] == [], f"{name} {lang} at {p.size}"
+        if name == "positions":  # the three norm matrices, 5 x 8 numbers each
+            assert sum(c["numbers"] == 40 for c in charts) >= 3, charts
