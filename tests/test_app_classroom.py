@@ -136,7 +136,7 @@ def test_multihead_page_kv_cache_shrinks_with_sharing() -> None:
 
 def test_sharing_page_has_the_notes_comparison_table() -> None:
     at = app(SHARING_PAGE, query={"sh_kv": "2"})
-    table = at.dataframe[0].value
+    table = at.table[0].value  # an HTML table: its cells hold sentences, which it wraps
     assert list(table.columns)[1:] == ["MHA", "MQA", "GQA (G = 2)"]
     kv_row = table[table.iloc[:, 0] == "K/V heads"].iloc[0]
     assert list(kv_row[1:]) == ["8", "1", "2"]
