@@ -30,6 +30,7 @@ from attnviz.ui.long import (
     pick_scale,
     pick_window,
 )
+from attnviz.ui.projector import on as projector_on
 from attnviz.ui.projector import table as show_table
 
 HEAD_MAPS_KEPT = 6  # one head's three maps kept ready per trace (short inputs only)
@@ -150,9 +151,7 @@ def overview(trace: Trace) -> None:
     # the image (Streamlit sends a reference to a message it already holds, not the image again).
     # Projector mode's page is narrower (bigger fonts, often a 1280 x 800 projector): a mosaic
     # sized for a 1920 screen left an empty band of ~300 px above and below it there.
-    width = (
-        views.MOSAIC_WIDTH_PROJECTOR if st.session_state.get("projector") else views.MOSAIC_WIDTH
-    )
+    width = views.MOSAIC_WIDTH_PROJECTOR if projector_on() else views.MOSAIC_WIDTH
     fig = per_trace(
         trace,
         ("mosaic", shared, focus, mode, lang(), width),
