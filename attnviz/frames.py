@@ -56,7 +56,7 @@ def head_stats_frame(trace: Trace) -> pd.DataFrame:
 def query_frame(trace: Trace, layer: int, head: int, query: int) -> pd.DataFrame:
     """One query against every key, step by step: q·k, × scale, exp (shifted), softmax weight."""
     lt = trace.layers[layer]
-    scores = lt.scores[head, query].double()  # [k]
+    scores = lt.head("scores", head)[query].double()  # [k]
     logits = scores * lt.scale  # [k]
     allowed = torch.ones_like(scores, dtype=torch.bool) if lt.mask is None else lt.mask[query]
     logits = logits.masked_fill(~allowed, -math.inf)
@@ -72,7 +72,7 @@ def query_frame(trace: Trace, layer: int, head: int, query: int) -> pd.DataFrame
             "× scale": logits.numpy(),
             "exp(· − max)": exps.numpy(),
             "softmax": probs.numpy(),
-            "weight (trace)": lt.weights[head, query].double().numpy(),
+            "weight (trace)": lt.head("weights", head)[query].double().numpy(),
             "allowed": allowed.numpy(),
         }
     )

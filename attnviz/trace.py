@@ -81,8 +81,19 @@ class LayerTrace:
         return raw(self) if callable(raw) and not isinstance(raw, torch.Tensor) else raw
 
     def head(self, name: str, h: int) -> torch.Tensor:
-        """One head of a per-head field, CPU float32: on a GPU trace only that head is copied."""
-        return to_view(self.stored(name)[h])
+        """One head of a per-head field, CPU float32: on a GPU trace only that head is copied, and
+        a recomputed field (a compact trace's scores) computes only that head."""
+        raw = self.__dict__[f"_stored_{name}"]
+        if callable(raw) and not isinstance(raw, torch.Tensor):
+            return to_view(raw(self, h))
+        return to_view(raw[h])
+
+    def head_logits(self, h: int) -> torch.Tensor:
+        """What softmax sees for one head: scores * scale with -inf where masked. [n_q, n_k]"""
+        logits = self.head("scores", h) * self.scale
+        if self.mask is not None:
+            logits = logits.masked_fill(~self.mask, float("-inf"))
+        return logits
 
     def nbytes(self) -> int:
         """Bytes held by this layer's stored tensors (on any device)."""
@@ -185,9 +196,13 @@ def pooled_weights(trace: Trace, th: int, tw: int) -> torch.Tensor:
     return torch.stack(out)  # [layer, head, q', k']
 
 
-def _scores_from_qk(layer: LayerTrace) -> torch.Tensor:
+def _scores_from_qk(layer: LayerTrace, head: int | None = None) -> torch.Tensor:
+    """Raw q·k of every head [head, q, k], or of one head [q, k]."""
     q, k = layer.stored("q"), layer.stored("k")  # [head, q, d], [kv, k, d]
-    k = k.repeat_interleave(q.shape[0] // k.shape[0], dim=0)  # [head, k, d]
+    group = q.shape[0] // k.shape[0]  # query heads per K/V head
+    if head is not None:
+        return q[head].float() @ k[head // group].float().T  # [q, k]
+    k = k.repeat_interleave(group, dim=0)  # [head, k, d]
     return q.float() @ k.float().transpose(-1, -2)  # [head, q, k]
 
 

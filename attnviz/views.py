@@ -55,9 +55,10 @@ def heads_figures(
     lt = trace.layers[layer]
     off = silenced(trace)
     per_row = heads_per_row(trace, layer)
+    weights = [lt.head("weights", h) for h in range(lt.n_heads)]  # [q, k] each
     return [
         figures.heatmap(
-            lt.weights[h],
+            weights[h],
             trace.key_tokens,
             trace.tokens,
             title=tr("pg.head_title", h=h) + (tr("ex.silenced") if (layer, h) in off else ""),
@@ -68,7 +69,7 @@ def heads_figures(
             y_title=tr("w.query"),
             highlight_row=focus,
             auto_ticks=True,
-            **colour_kwargs(lt.weights[h], mode, tr),
+            **colour_kwargs(weights[h], mode, tr),
         )
         for h in range(lt.n_heads)
     ]
@@ -164,10 +165,13 @@ def detail_figures(
     lo, hi = window or (0, n)
     # A window of positions lo..hi-1 on both axes (clipped to each side's length).
     qs, ks = slice(lo, min(hi, len(trace.tokens))), slice(lo, min(hi, len(trace.key_tokens)))
-    all_logits = lt.logits()  # [head, q, k]
-    finite = all_logits[torch.isfinite(all_logits)]
-    bound_scores = float(lt.scores.abs().max()) if shared else None
-    bound_logits = float(finite.abs().max()) if shared and finite.numel() else None
+    scores, logits = lt.head("scores", head), lt.head_logits(head)  # [q, k] each
+    bound_scores = bound_logits = None
+    if shared:  # one colour range for every head of the layer
+        all_logits = lt.logits()  # [head, q, k]
+        finite = all_logits[torch.isfinite(all_logits)]
+        bound_scores = float(lt.scores.abs().max())
+        bound_logits = float(finite.abs().max()) if finite.numel() else None
     long = hi - lo > LONG
     # Short: three panels side by side. Long: the weights across the page, sized to n; the
     # scores and logits below, side by side. Labels every k-th token from the pixels there are.
@@ -181,10 +185,10 @@ def detail_figures(
         # the query row and key column "open in Head detail" came from
         common.update(highlight_row=mark[0] - lo, highlight_col=mark[1] - lo)
     small = dict(common, height=side_h, auto_ticks=True)
-    weights = lt.weights[head, qs, ks]  # [q, k] window
+    weights = lt.head("weights", head)[qs, ks]  # [q, k] window
     return [
         figures.heatmap(
-            lt.scores[head, qs, ks],  # [q, k] window
+            scores[qs, ks],  # [q, k] window
             title=tr("w.scores"),
             value_name="q·k",
             signed=True,
@@ -193,7 +197,7 @@ def detail_figures(
             **small,
         ),
         figures.heatmap(
-            all_logits[head, qs, ks],  # [q, k] window
+            logits[qs, ks],  # [q, k] window
             title=tr("w.logits") + f" · × {lt.scale:.4g}",
             value_name="logit",
             signed=True,
@@ -253,12 +257,12 @@ def query_figures(trace: Trace, tr: Tr, layer: int, head: int, query: int) -> li
     """Where one query looks (bars), its q vector, and q_i·k_i for every key (One query)."""
     lt = trace.layers[layer]
     kv = head // (lt.n_heads // lt.n_kv_heads)
-    q = lt.q[head, query]  # [d_head]
-    k = lt.k[kv]  # [k, d_head]
+    q = lt.head("q", head)[query]  # [d_head]
+    k = lt.head("k", kv)  # [k, d_head]
     dims = [str(i) for i in range(q.shape[0])]
     return [
         figures.bars(
-            lt.weights[head, query],
+            lt.head("weights", head)[query],
             trace.key_tokens,
             title=tr("ex.query_bars", token=trace.tokens[query]),
             highlight=query if not trace.is_cross else None,
@@ -316,7 +320,7 @@ def outputs_figures(trace: Trace, tr: Tr, layer: int, head: int) -> list[go.Figu
     """One head's z and the block's output after W_O, token x dimension."""
     lt = trace.layers[layer]
     panels = (
-        (lt.z[head], tr("ex.z_title", h=head), "z"),
+        (lt.head("z", head), tr("ex.z_title", h=head), "z"),
         (lt.output, tr("ex.output_title"), "output"),
     )
     return [

@@ -83,6 +83,34 @@ def test_compact_recomputes_scores_and_keeps_every_view_value() -> None:
     torch.testing.assert_close(half.layers[0].z, trace.layers[0].z, rtol=2e-3, atol=2e-3)
 
 
+def test_one_head_of_a_compact_trace_computes_only_that_head(monkeypatch) -> None:
+    """Head detail and One query read one head: a compact trace computes that head's q·k
+    ([q, k], not [head, q, k]), equal to the full trace's; its logits are masked like logits()."""
+    trace = trace_text(
+        "the animal did not cross the street",
+        StackConfig(d_model=32, n_heads=4, n_kv_heads=2, causal=True),
+    )
+    small = compact(trace)
+    shapes = []
+    real_matmul = torch.Tensor.__matmul__
+
+    def counting(a, b):
+        out = real_matmul(a, b)
+        shapes.append(tuple(out.shape))
+        return out
+
+    monkeypatch.setattr(torch.Tensor, "__matmul__", counting)
+    for a, b in zip(trace.layers, small.layers, strict=True):
+        for h in range(4):
+            shapes.clear()
+            torch.testing.assert_close(b.head("scores", h), a.scores[h], rtol=1e-5, atol=1e-5)
+            n = len(trace.tokens)
+            assert shapes == [(n, n)]  # one head's q·k, nothing more
+            logits = b.head_logits(h)
+            torch.testing.assert_close(logits, a.logits()[h], rtol=1e-5, atol=1e-5)
+            assert torch.isneginf(logits[~a.mask]).all()
+
+
 def test_compact_keeps_scores_that_are_not_q_dot_k() -> None:
     trace = trace_text("one two three", StackConfig(d_model=16, n_heads=2))
     layer = trace.layers[0]

@@ -168,7 +168,7 @@ def grouping_section(text: str) -> None:
     for g in range(shown):
         heads = ", ".join(str(q) for q in range(h) if kv_of[q] == g)
         fig = figures.vectors(
-            lt.k[g],
+            lt.head("k", g),
             trace.key_tokens,
             title=t("pm.gqa_k_title", l=layer, g=g, heads=heads),
             value_name="k",

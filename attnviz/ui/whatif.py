@@ -96,8 +96,8 @@ def results(change: WhatIf, trace: Trace, base: Trace, head: tuple[int, int]) ->
                 la, h = head
                 st.caption(t("wi.head_follows", l=la, h=h))
                 fig = figures.diff_heatmap(
-                    trace.layers[la].weights[h],
-                    base.layers[la].weights[h],
+                    trace.layers[la].head("weights", h),
+                    base.layers[la].head("weights", h),
                     trace.key_tokens,
                     trace.tokens,
                     title=t("bert.diff_title", l=la, h=h),
