@@ -1,0 +1,165 @@
+"""The CUDA path: a trace made on a GPU keeps its tensors there, and what a view reads is the CPU
+trace's numbers. Each model is tiny, random and built from its config class (no download), traced
+on the GPU and on the CPU from the same folder and compared field by field.
+
+Skipped, with the reason printed, where torch sees no CUDA device (CI has none); run on a GPU
+machine with `python -m pytest tests/test_cuda.py`. ATTNVIZ_TEST_TOKENIZER may name a folder with
+the tokenizer's files where the bundled model is not installed; ATTNVIZ_TEST_DEVICE=cpu runs the
+same checks with the CPU as the second device (a check of the tests themselves)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, BertConfig, LlamaConfig
+
+from attnviz.hooked import _resolve, load_model, trace_each, trace_model
+from attnviz.trace import compact, pooled_weights
+
+DEVICE = os.environ.get("ATTNVIZ_TEST_DEVICE", "cuda")
+pytestmark = pytest.mark.skipif(
+    DEVICE == "cuda" and not torch.cuda.is_available(),
+    reason="no CUDA device here: the GPU path is checked on one",
+)
+
+FIELDS = ("q", "k", "v", "scores", "weights", "z", "output")
+TEXT = "the animal did not cross the street because it was too tired"
+KNOBS = [
+    {},
+    {"temperature": 2.0},
+    {"use_scale": False},
+    {"ablate": [(1, 0), (0, 3)]},
+    {"mask_tokens": [2, 5]},
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return AutoTokenizer.from_pretrained(
+        os.environ.get("ATTNVIZ_TEST_TOKENIZER") or _resolve(None)[0]
+    )
+
+
+def pair(folder_factory, tokenizer, model, name: str):
+    folder = folder_factory.mktemp(name)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return load_model(str(folder), device="cpu"), load_model(str(folder), device=DEVICE)
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory, tokenizer):
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=128,
+    )
+    return pair(tmp_path_factory, tokenizer, AutoModel.from_config(config), "bert")
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory, tokenizer):
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=30522,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+    )
+    return pair(tmp_path_factory, tokenizer, AutoModelForCausalLM.from_config(config), "llama")
+
+
+def assert_same(cpu_trace, gpu_trace) -> None:
+    assert gpu_trace.tokens == cpu_trace.tokens
+    for lc, lg in zip(cpu_trace.layers, gpu_trace.layers, strict=True):
+        for name in FIELDS:
+            assert lg.stored(name).device.type == DEVICE, name  # nothing copied by the trace
+            got = getattr(lg, name)  # what a view reads: CPU, float32
+            assert got.device.type == "cpu" and got.dtype == torch.float32
+            torch.testing.assert_close(got, getattr(lc, name), atol=5e-5, rtol=1e-4)
+        assert lg.scale == pytest.approx(lc.scale)
+        torch.testing.assert_close(lg.mask, lc.mask)
+        w = lg.weights
+        assert not torch.isnan(w).any()
+        torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]), atol=1e-5, rtol=0)
+        if lg.mask is not None:
+            assert (w.masked_select(~lg.mask) == 0).all()  # masked weights exactly 0
+
+
+@pytest.mark.parametrize("knobs", KNOBS, ids=lambda k: ",".join(k) or "plain")
+def test_encoder_on_the_gpu_gives_the_cpu_numbers(bert, knobs) -> None:
+    cpu, gpu = bert
+    assert_same(trace_model(cpu, TEXT, **knobs), trace_model(gpu, TEXT, **knobs))
+
+
+def test_sentence_pair_and_embedding_on_the_gpu(bert) -> None:
+    cpu, gpu = bert
+    a, b = trace_model(cpu, TEXT, "a dog ran"), trace_model(gpu, TEXT, "a dog ran")
+    assert_same(a, b)
+    assert b.token_types == a.token_types and b.special == a.special
+    torch.testing.assert_close(b.embedding.cpu(), a.embedding, atol=5e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("knobs", KNOBS[:4], ids=lambda k: ",".join(k) or "plain")
+def test_decoder_with_gqa_on_the_gpu_gives_the_cpu_numbers(llama, knobs) -> None:
+    cpu, gpu = llama
+    a, b = trace_model(cpu, TEXT, **knobs), trace_model(gpu, TEXT, **knobs)
+    assert_same(a, b)
+    assert b.layers[0].stored("k").shape[0] == 2  # K/V heads kept unexpanded on the device
+    torch.testing.assert_close(b.next_logits.cpu(), a.next_logits, atol=1e-4, rtol=1e-4)
+
+
+def test_views_copy_one_head_and_the_pooled_mosaic(bert) -> None:
+    cpu, gpu = bert
+    long_text = " ".join([TEXT] * 8)  # ~100 tokens: pooled below its size
+    a, b = trace_model(cpu, long_text), trace_model(gpu, long_text)
+    pa, pb = pooled_weights(a, 48, 48), pooled_weights(b, 48, 48)
+    assert pb.device.type == "cpu" and pb.shape == pa.shape == (2, 4, 48, 48)
+    torch.testing.assert_close(pb, pa, atol=1e-5, rtol=1e-4)
+    one = b.layers[1].head("weights", 3)
+    assert one.device.type == "cpu" and one.shape == (len(b.tokens), len(b.tokens))
+    torch.testing.assert_close(one, a.layers[1].weights[3], atol=5e-5, rtol=1e-4)
+
+
+def test_compact_trace_recomputes_scores_on_the_gpu(bert) -> None:
+    cpu, gpu = bert
+    a, b = trace_model(cpu, TEXT), compact(trace_model(gpu, TEXT))
+    for la, lb in zip(a.layers, b.layers, strict=True):
+        assert lb.stored("scores").device.type == DEVICE
+        torch.testing.assert_close(lb.scores, la.scores, atol=1e-4, rtol=1e-4)
+
+
+def test_batched_traces_on_the_gpu_equal_single_ones(bert) -> None:
+    _, gpu = bert
+    texts = [TEXT, "a dog ran", "the cat sat on the mat and then it slept for a long time"]
+    for text, got in zip(texts, trace_each(gpu, texts), strict=True):
+        assert_same(trace_model(gpu, text), got)
+
+
+def test_bfloat16_on_the_gpu_reads_back_float32_rows_that_sum_to_one(tmp_path, tokenizer) -> None:
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=128,
+    )  # fmt: skip
+    AutoModel.from_config(config).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    exact = trace_model(load_model(str(tmp_path), device="cpu"), TEXT, mask_tokens=[3])
+    half = trace_model(load_model(str(tmp_path), device=DEVICE, dtype="bfloat16"), TEXT,
+                       mask_tokens=[3])  # fmt: skip
+    for la, lb in zip(exact.layers, half.layers, strict=True):
+        assert lb.stored("weights").dtype == torch.bfloat16
+        w = lb.weights
+        assert w.dtype == torch.float32 and not torch.isnan(w).any()
+        assert (w[..., 3] == 0).all()
+        torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]), atol=2e-2, rtol=0)
+        torch.testing.assert_close(w, la.weights, atol=2e-2, rtol=0)
