@@ -26,6 +26,10 @@ pytestmark = pytest.mark.skipif(
 
 FIELDS = ("q", "k", "v", "scores", "weights", "z", "output")
 TEXT = "the animal did not cross the street because it was too tired"
+SMALL = dict(
+    vocab_size=30522, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    num_attention_heads=4, max_position_embeddings=128,
+)  # fmt: skip
 KNOBS = [
     {},
     {"temperature": 2.0},
@@ -52,30 +56,15 @@ def pair(folder_factory, tokenizer, model, name: str):
 @pytest.fixture(scope="module")
 def bert(tmp_path_factory, tokenizer):
     torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=30522,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=128,
-        max_position_embeddings=128,
-    )
-    return pair(tmp_path_factory, tokenizer, AutoModel.from_config(config), "bert")
+    model = AutoModel.from_config(BertConfig(**SMALL))
+    return pair(tmp_path_factory, tokenizer, model, "bert")
 
 
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory, tokenizer):
     torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=30522,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-    )
-    return pair(tmp_path_factory, tokenizer, AutoModelForCausalLM.from_config(config), "llama")
+    model = AutoModelForCausalLM.from_config(LlamaConfig(**SMALL, num_key_value_heads=2))  # GQA
+    return pair(tmp_path_factory, tokenizer, model, "llama")
 
 
 def assert_same(cpu_trace, gpu_trace) -> None:
@@ -147,10 +136,7 @@ def test_batched_traces_on_the_gpu_equal_single_ones(bert) -> None:
 
 def test_bfloat16_on_the_gpu_reads_back_float32_rows_that_sum_to_one(tmp_path, tokenizer) -> None:
     torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=128,
-    )  # fmt: skip
+    config = BertConfig(**SMALL)
     AutoModel.from_config(config).save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     exact = trace_model(load_model(str(tmp_path), device="cpu"), TEXT, mask_tokens=[3])
