@@ -22,9 +22,10 @@ def to_view(t: torch.Tensor | None) -> torch.Tensor | None:
 
 
 class _Stored:
-    """A LayerTrace tensor field stored as given (any device, any dtype, or a function of the layer
-    that recomputes it) and read as a CPU float32 tensor, converted on each access: a trace may
-    stay on the GPU, or in float16, and a view copies only the field it reads."""
+    """A LayerTrace tensor field stored as given (any device, any dtype, or a function
+    f(layer, head=None) that recomputes every head or one) and read as a CPU float32 tensor,
+    converted on each access: a trace may stay on the GPU, or in float16, and a view copies only
+    the field it reads."""
 
     def __init__(self, default: Any = _MISSING) -> None:
         self.default = default
