@@ -76,25 +76,30 @@ class LayerTrace:
     output: torch.Tensor = _Stored()
     x: torch.Tensor | None = _Stored(default=None)
 
+    def _read(self, name: str, h: int | None = None) -> torch.Tensor | None:
+        """Field `name` as stored, every head (h None) or head h; a field stored as a function
+        is recomputed, for that head alone when h is given."""
+        raw = self.__dict__[f"_stored_{name}"]
+        if callable(raw) and not isinstance(raw, torch.Tensor):
+            return raw(self) if h is None else raw(self, h)
+        return raw if h is None else raw[h]
+
     def stored(self, name: str) -> torch.Tensor | None:
         """The tensor as stored (device and dtype untouched; recomputed if stored as a function)."""
-        raw = self.__dict__[f"_stored_{name}"]
-        return raw(self) if callable(raw) and not isinstance(raw, torch.Tensor) else raw
+        return self._read(name)
 
     def head(self, name: str, h: int) -> torch.Tensor:
         """One head of a per-head field, CPU float32: on a GPU trace only that head is copied, and
         a recomputed field (a compact trace's scores) computes only that head."""
-        raw = self.__dict__[f"_stored_{name}"]
-        if callable(raw) and not isinstance(raw, torch.Tensor):
-            return to_view(raw(self, h))
-        return to_view(raw[h])
+        return to_view(self._read(name, h))
+
+    def _masked(self, logits: torch.Tensor) -> torch.Tensor:
+        mask = self.mask  # [q, k], broadcasts over heads
+        return logits if mask is None else logits.masked_fill(~mask, float("-inf"))
 
     def head_logits(self, h: int) -> torch.Tensor:
         """What softmax sees for one head: scores * scale with -inf where masked. [n_q, n_k]"""
-        logits = self.head("scores", h) * self.scale
-        if self.mask is not None:
-            logits = logits.masked_fill(~self.mask, float("-inf"))
-        return logits
+        return self._masked(self.head("scores", h) * self.scale)
 
     def nbytes(self) -> int:
         """Bytes held by this layer's stored tensors (on any device)."""
@@ -115,10 +120,7 @@ class LayerTrace:
 
     def logits(self) -> torch.Tensor:
         """What softmax sees: scores * scale with -inf where masked. [n_heads, n_q, n_k]"""
-        logits = self.scores * self.scale
-        if self.mask is not None:
-            logits = logits.masked_fill(~self.mask, float("-inf"))
-        return logits
+        return self._masked(self.scores * self.scale)
 
 
 @dataclass
