@@ -17,7 +17,7 @@ if config is not None:
             t(
                 "pg.heads_caption",
                 h=config.n_heads,
-                dk=config.head_dim,
+                dk=config.d_head,
                 scale=config.scale,
                 sharing=config.sharing,
             )

@@ -43,18 +43,30 @@ def attend(
     k_full = expand_kv(k, n_heads)  # [..., head, k, d_head]
     v_full = expand_kv(v, n_heads)  # [..., head, k, d_head]
     scores = q @ k_full.transpose(-1, -2)  # [..., head, q, k]
-    logits = scores * scale  # [..., head, q, k] a fresh buffer: safe to mask in place
-    if mask is None:
-        weights = torch.softmax(logits, dim=-1)  # [..., head, q, k]
-    else:
-        mask = mask.to(torch.bool)
-        blocked = ~mask
-        logits.masked_fill_(blocked, float("-inf"))
-        # Rows with no allowed key would be softmax(-inf...) = NaN; give them zeros instead.
-        empty_rows = ~mask.any(dim=-1, keepdim=True)  # [..., q, 1]
-        if bool(empty_rows.any()):
-            logits.masked_fill_(empty_rows, 0.0)
-        weights = torch.softmax(logits, dim=-1).masked_fill_(blocked, 0.0)  # [..., head, q, k]
-    del logits
+    weights = masked_softmax(scores * scale, mask, inplace=True)  # [..., head, q, k]
     z = weights @ v_full  # [..., head, q, d_head]
     return Attended(scores=scores, weights=weights, z=z)
+
+
+def masked_softmax(
+    logits: torch.Tensor, mask: torch.Tensor | None, inplace: bool = False
+) -> torch.Tensor:
+    """softmax over the last axis with masked logits at -inf, so masked weights are exactly 0.
+
+    `mask` is boolean, True = may attend, broadcastable to `logits`. A row with no allowed key
+    gets all-zero weights instead of softmax(-inf, ...) = NaN. `inplace`: `logits` is a buffer the
+    caller no longer needs, masked in place (one n x n tensor less per head at long n).
+    """
+    if mask is None:
+        return torch.softmax(logits, dim=-1)
+    mask = mask.to(torch.bool)
+    blocked = ~mask
+    logits = (
+        logits.masked_fill_(blocked, float("-inf"))
+        if inplace
+        else logits.masked_fill(blocked, float("-inf"))
+    )
+    empty_rows = ~mask.any(dim=-1, keepdim=True)  # [..., q, 1]
+    if bool(empty_rows.any()):
+        logits = logits.masked_fill_(empty_rows, 0.0)
+    return torch.softmax(logits, dim=-1).masked_fill_(blocked, 0.0)

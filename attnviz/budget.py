@@ -33,9 +33,18 @@ class Budget:
                 raise ValueError(f"budget {f.name}={value!r} must be a positive whole number")
 
 
-def _from_env() -> dict[str, int]:
-    from attnviz.public import PUBLIC_LIMITS, public
+TRUE = ("1", "true", "yes", "on")
+PUBLIC_LIMITS = {"max_tokens": 256, "max_text_chars": 20_000}  # unless ATTNVIZ_* set them
 
+
+def public() -> bool:
+    """Public mode (a server a whole class or the internet can reach): ATTNVIZ_PUBLIC is 1 / true /
+    yes / on. It lowers the token and text limits (PUBLIC_LIMITS) unless they are set explicitly;
+    attnviz.public holds the rest of its policy (which models a page may offer)."""
+    return os.environ.get("ATTNVIZ_PUBLIC", "").strip().lower() in TRUE
+
+
+def _from_env() -> dict[str, int]:
     found = dict(PUBLIC_LIMITS) if public() else {}
     for f in fields(Budget):
         raw = os.environ.get(f"ATTNVIZ_{f.name.upper()}")
@@ -54,11 +63,12 @@ def budget() -> Budget:
     return Budget(**_from_env())
 
 
-def size(n_bytes: float) -> str:
-    """Bytes for a message: '16.0 GiB', '12.5 MiB', '900 bytes'."""
-    for unit, factor in (("GiB", GiB), ("MiB", MiB), ("KiB", 2**10)):
+def size(n_bytes: float, gib_digits: int = 1) -> str:
+    """Bytes for a message: '16.0 GiB', '12.5 MiB', '900 bytes' (`gib_digits` decimals in GiB:
+    a model's parameters are told apart at 2)."""
+    for unit, factor, digits in (("GiB", GiB, gib_digits), ("MiB", MiB, 1), ("KiB", 2**10, 1)):
         if n_bytes >= factor:
-            return f"{n_bytes / factor:.1f} {unit}"
+            return f"{n_bytes / factor:.{digits}f} {unit}"
     return f"{int(n_bytes)} bytes"
 
 
@@ -71,32 +81,32 @@ FLOAT = 4  # every tensor is float32
 
 def stack_weight_bytes(config) -> int:
     """The toy stack's weights (a StackConfig), all distinct layers, before any is built."""
-    d, h, kv, dh = config.d_model, config.n_heads, config.kv_heads, config.head_dim
+    d, h, kv, dh = config.d_model, config.n_heads, config.n_kv_heads, config.d_head
     per_layer = d * h * dh + 2 * d * kv * dh + h * dh * d  # W_q, W_k, W_v, W_O
     if config.ffn:
-        per_layer += 2 * d * config.ff_dim  # W_1, W_2
+        per_layer += 2 * d * config.d_ff  # W_1, W_2
     return FLOAT * per_layer * (1 if config.share_weights else config.n_layers)
 
 
 def stack_trace_bytes(config, n_q: int, n_k: int) -> int:
     """Every tensor a trace keeps (q, k, v, scores, weights, z, output, x per layer), plus the
     largest temporaries of one layer (K/V expanded to every head, the logits, the FFN hidden)."""
-    d, h, kv, dh = config.d_model, config.n_heads, config.kv_heads, config.head_dim
+    d, h, kv, dh = config.d_model, config.n_heads, config.n_kv_heads, config.d_head
     kept = h * n_q * dh * 2 + kv * n_k * dh * 2 + h * n_q * n_k * 2 + n_q * d * 2
     temporary = h * n_k * dh * 2 * (kv < h) + h * n_q * n_k + n_q * h * dh
     if config.ffn:
-        temporary += n_q * config.ff_dim
+        temporary += n_q * config.d_ff
     return FLOAT * (kept * config.n_layers + temporary) + n_q * n_k  # + the bool mask
 
 
 def stack_work(config, n_q: int, n_k: int) -> int:
     """Floating-point operations of one trace (a multiply-add counts 2)."""
-    d, h, kv, dh = config.d_model, config.n_heads, config.kv_heads, config.head_dim
+    d, h, kv, dh = config.d_model, config.n_heads, config.n_kv_heads, config.d_head
     per_layer = 2 * n_q * d * h * dh + 4 * n_k * d * kv * dh  # projections
     per_layer += 4 * h * n_q * n_k * dh  # q·k and weights @ v
     per_layer += 2 * n_q * h * dh * d  # W_O
     if config.ffn:
-        per_layer += 4 * n_q * d * config.ff_dim
+        per_layer += 4 * n_q * d * config.d_ff
     return per_layer * config.n_layers
 
 
@@ -106,7 +116,7 @@ def check_stack_weights(config) -> None:
     if need > limit:
         raise ValueError(
             f"these settings need {size(need)} of weights (d_model={config.d_model}, "
-            f"{config.n_heads} heads of d_head={config.head_dim}, n_layers={config.n_layers}); "
+            f"{config.n_heads} heads of d_head={config.d_head}, n_layers={config.n_layers}); "
             f"this server allows {size(limit)}: use fewer heads, a smaller d_head or fewer layers"
         )
 
@@ -126,26 +136,6 @@ def check_stack_run(config, n_q: int, n_k: int) -> None:
         raise ValueError(
             f"a trace of {n_q} tokens with these settings is {work(flops)} of work; this server "
             f"allows {work(most)}: use a shorter text, a smaller model or fewer layers"
-        )
-
-
-def model_param_bytes(hf_config) -> int:
-    """A pretrained model's float32 parameters, estimated from its config before loading."""
-    d = int(getattr(hf_config, "hidden_size", 0) or 0)
-    layers = int(getattr(hf_config, "num_hidden_layers", 0) or 0)
-    ff = int(getattr(hf_config, "intermediate_size", 0) or 4 * d)
-    vocab = int(getattr(hf_config, "vocab_size", 0) or 0)
-    positions = int(getattr(hf_config, "max_position_embeddings", 0) or 0)
-    return FLOAT * (layers * (4 * d * d + 2 * d * ff) + (vocab + positions) * d)
-
-
-def check_model_config(hf_config, label: str) -> None:
-    """Refuse a pretrained model whose parameters are over the budget, before loading them."""
-    need, limit = model_param_bytes(hf_config), budget().max_model_bytes
-    if need > limit:
-        raise ValueError(
-            f"{label} has about {size(need)} of parameters; this server allows {size(limit)} "
-            f"(ATTNVIZ_MAX_MODEL_BYTES): pick a smaller model"
         )
 
 

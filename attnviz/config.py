@@ -24,12 +24,17 @@ def _list(xs: list[int]) -> str:
 
 @dataclass(frozen=True)
 class StackConfig:
-    """The configurable multi-head attention stack; invalid combinations raise ValueError."""
+    """The configurable multi-head attention stack; invalid combinations raise ValueError.
+
+    One name per quantity: a None for d_head, n_kv_heads or d_ff is replaced by its default at
+    construction, so `config.d_head` is always the head size. `dataclasses.replace` keeps them:
+    pass d_head=None (etc.) again to have them follow a new d_model or n_heads.
+    """
 
     d_model: int = 64  # width of the token vectors
     n_heads: int = 4  # query heads h
-    d_head: int | None = None  # d_k = d_v per head; None means d_model // n_heads
-    n_kv_heads: int | None = None  # None: n_heads (MHA); 1: MQA; a divisor of n_heads: GQA
+    d_head: int | None = None  # d_k = d_v per head; None: d_model // n_heads
+    n_kv_heads: int | None = None  # K/V heads; None: n_heads (MHA); 1: MQA; a divisor: GQA
     n_layers: int = 1  # attention blocks stacked
     use_scale: bool = True  # divide scores by sqrt(d_head)
     temperature: float = 1.0  # logits are further divided by this
@@ -37,7 +42,7 @@ class StackConfig:
     positional: str = "sinusoidal"  # "sinusoidal" or "none"
     add_norm: bool = False  # residual + LayerNorm after each sublayer (post-norm, as the paper)
     ffn: bool = False  # a position-wise feed-forward sublayer after attention
-    d_ff: int | None = None  # FFN hidden width; None means 4 * d_model
+    d_ff: int | None = None  # FFN hidden width; None: 4 * d_model
     share_weights: bool = False  # every layer uses layer 0's weights (ALBERT-style)
     seed: int = 0  # embeddings and weights are drawn from this
     max_tokens: int = MAX_TOKENS  # longer input is truncated, and the Trace says so
@@ -61,10 +66,13 @@ class StackConfig:
                 raise ValueError(
                     f"{name}={value} is too large for the toy stack: keep it <= {MAX_SIZE}"
                 )
-        if self.ffn and self.ff_dim > MAX_SIZE:
+        d_head = self.d_head if self.d_head is not None else self.d_model // self.n_heads
+        kv = self.n_kv_heads if self.n_kv_heads is not None else self.n_heads
+        d_ff = self.d_ff if self.d_ff is not None else 4 * self.d_model
+        if self.ffn and d_ff > MAX_SIZE:
             how = "" if self.d_ff is not None else f" (the default, 4 * d_model={self.d_model})"
             raise ValueError(
-                f"d_ff={self.ff_dim}{how} is too large for the toy stack: set d_ff <= {MAX_SIZE}"
+                f"d_ff={d_ff}{how} is too large for the toy stack: set d_ff <= {MAX_SIZE}"
             )
         if self.n_layers > MAX_LAYERS:
             raise ValueError(f"n_layers={self.n_layers} is too many: keep it <= {MAX_LAYERS}")
@@ -76,12 +84,14 @@ class StackConfig:
             )
         if self.n_heads > 256:
             raise ValueError(f"n_heads={self.n_heads} is too many: keep it <= 256")
-        kv = self.kv_heads
         if kv > self.n_heads or self.n_heads % kv:
             raise ValueError(
                 f"n_kv_heads={kv} does not divide n_heads={self.n_heads}: pick "
                 f"{_list(divisors(self.n_heads))} (1 = MQA, {self.n_heads} = MHA)"
             )
+        object.__setattr__(self, "d_head", d_head)
+        object.__setattr__(self, "n_kv_heads", kv)
+        object.__setattr__(self, "d_ff", d_ff)
         object.__setattr__(self, "temperature", validate.temperature(self.temperature))
         if not isinstance(self.positional, str) or self.positional not in POSITIONAL:
             raise ValueError(
@@ -90,27 +100,21 @@ class StackConfig:
         check_stack_weights(self)
 
     @property
-    def head_dim(self) -> int:
-        """d_k = d_v of every head."""
-        return self.d_head if self.d_head is not None else self.d_model // self.n_heads
-
-    @property
-    def kv_heads(self) -> int:
-        return self.n_kv_heads if self.n_kv_heads is not None else self.n_heads
-
-    @property
-    def ff_dim(self) -> int:
-        return self.d_ff if self.d_ff is not None else 4 * self.d_model
-
-    @property
     def scale(self) -> float:
         """The factor applied to q·k: 1/sqrt(d_head) (or 1 unscaled), divided by the temperature."""
-        base = self.head_dim**-0.5 if self.use_scale else 1.0
+        base = self.d_head**-0.5 if self.use_scale else 1.0
         return base / self.temperature
 
     @property
     def sharing(self) -> str:
         """ "MHA", "MQA" or "GQA"."""
-        if self.kv_heads == self.n_heads:
+        if self.n_kv_heads == self.n_heads:
             return "MHA"
-        return "MQA" if self.kv_heads == 1 else "GQA"
+        return "MQA" if self.n_kv_heads == 1 else "GQA"
+
+
+def checked(value: object) -> StackConfig:
+    """`value` when it is a StackConfig, else a TypeError that says what to pass."""
+    if not isinstance(value, StackConfig):
+        raise TypeError(f"config must be a StackConfig, not {type(value).__name__}")
+    return value

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from attnviz.attention import masked_softmax
 from attnviz.trace import Trace, head_stats
 
 
@@ -57,14 +58,12 @@ def query_frame(trace: Trace, layer: int, head: int, query: int) -> pd.DataFrame
     """One query against every key, step by step: q·k, × scale, exp (shifted), softmax weight."""
     lt = trace.layers[layer]
     scores = lt.head("scores", head)[query].double()  # [k]
-    logits = scores * lt.scale  # [k]
     allowed = torch.ones_like(scores, dtype=torch.bool) if lt.mask is None else lt.mask[query]
-    logits = logits.masked_fill(~allowed, -math.inf)
+    logits = (scores * lt.scale).masked_fill(~allowed, -math.inf)  # [k]
     top = logits[allowed].max() if bool(allowed.any()) else torch.tensor(0.0, dtype=torch.float64)
     # exp(logit - max): the stable form softmax really computes; the max cancels in the ratio.
     exps = torch.exp(logits - top)  # [k]
-    total = exps.sum()
-    probs = exps / total if total > 0 else torch.zeros_like(exps)
+    probs = masked_softmax(scores * lt.scale, allowed)  # [k] = exps / exps.sum()
     return pd.DataFrame(
         {
             "key": numbered(trace.key_tokens or trace.tokens),

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import torch
-
-from attnviz.attention import expand_kv
+from attnviz.attention import expand_kv, masked_softmax
 from attnviz.trace import LayerTrace
 
 
@@ -19,15 +17,5 @@ def expanded_error(layer: LayerTrace) -> float:
     unexpanded K, shared by each group of query heads, reproduces the model's weights."""
     k_full = expand_kv(layer.k, layer.n_heads)  # [head, k, d_head]
     logits = (layer.q @ k_full.transpose(-1, -2)) * layer.scale  # [head, q, k]
-    if layer.mask is not None:
-        logits = logits.masked_fill(~layer.mask, float("-inf"))
-    live = torch.isfinite(logits).any(-1, keepdim=True)  # [head, q, 1] rows with a key left
-    weights = torch.softmax(logits.masked_fill(~live, 0.0), -1) * live  # [head, q, k]
+    weights = masked_softmax(logits, layer.mask, inplace=True)  # [head, q, k]
     return float((weights - layer.weights).abs().max())
-
-
-def kv_cache_bytes(
-    n_layers: int, n_kv_heads: int, d_head: int, n_tokens: int, bytes_per: int = 4
-) -> int:
-    """Keys and values of every layer kept for n_tokens tokens (what generation caches)."""
-    return 2 * n_layers * n_kv_heads * d_head * n_tokens * bytes_per

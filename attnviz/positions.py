@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from attnviz import validate
-from attnviz.config import StackConfig
+from attnviz.config import StackConfig, checked
 from attnviz.lessons import NormCompare, layernorm_vs_batchnorm
 from attnviz.stack import _generator, run_stack
 from attnviz.tokenize import tokenize
@@ -26,7 +26,7 @@ def order_blindness(text_a: str, text_b: str, config: StackConfig) -> OrderCheck
     """Run two orderings of the same tokens with and without positional encoding and compare each
     token's final output with the same token's in the other sentence."""
     text_a, text_b = validate.text("text_a", text_a), validate.text("text_b", text_b)
-    config = validate.config(config)
+    config = checked(config)
     a, b = tokenize(text_a)[: config.max_tokens], tokenize(text_b)[: config.max_tokens]
     if sorted(a) != sorted(b):
         raise ValueError(

@@ -11,22 +11,17 @@ from __future__ import annotations
 import os
 
 from attnviz import validate
+from attnviz.budget import public
+from attnviz.hooked.families import DEFAULT_NAME
 
-TRUE = ("1", "true", "yes", "on")
-DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # the bundled model (hooked.DEFAULT_NAME)
-PUBLIC_LIMITS = {"max_tokens": 256, "max_text_chars": 20_000}  # unless ATTNVIZ_* set them
-
-
-def public() -> bool:
-    """True when ATTNVIZ_PUBLIC is 1 / true / yes / on."""
-    return os.environ.get("ATTNVIZ_PUBLIC", "").strip().lower() in TRUE
+__all__ = ["allowed_models", "check_model", "public"]
 
 
 def allowed_models() -> list[str]:
     """The names public mode offers: ATTNVIZ_MODELS (comma-separated), else the bundled model."""
     raw = os.environ.get("ATTNVIZ_MODELS", "")
     names = [n.strip() for n in raw.split(",") if n.strip()]
-    return names or [DEFAULT_MODEL]
+    return names or [DEFAULT_NAME]
 
 
 def check_model(name: str | None) -> str | None:
@@ -37,7 +32,7 @@ def check_model(name: str | None) -> str | None:
         return name
     allowed = allowed_models()
     if name is None:
-        if DEFAULT_MODEL in allowed:
+        if DEFAULT_NAME in allowed:
             return None
         name = allowed[0]
     if name not in allowed:
@@ -45,4 +40,4 @@ def check_model(name: str | None) -> str | None:
             f"model {validate.short(name)} is not available on this server: pick one of "
             f"{', '.join(allowed)}"
         )
-    return None if name == DEFAULT_MODEL else name
+    return None if name == DEFAULT_NAME else name

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from attnviz import validate
-from attnviz.config import StackConfig
+from attnviz.config import StackConfig, checked
 from attnviz.stack import LayerWeights, build_weights, inputs, run_stack
 from attnviz.tokenize import tokenize
 
@@ -30,7 +30,7 @@ def kv_head_of(n_heads: int, n_kv_heads: int) -> list[int]:
 
 def expand_to_mha(w: LayerWeights, config: StackConfig) -> LayerWeights:
     """The MHA weights that do what a GQA layer does: each K/V projection copied to its group."""
-    d, kv, dh = config.d_model, config.kv_heads, config.head_dim
+    d, kv, dh = config.d_model, config.n_kv_heads, config.d_head
     group = config.n_heads // kv
 
     def expand(m: torch.Tensor) -> torch.Tensor:
@@ -49,7 +49,7 @@ class SharingCheck:
 
 def sharing_check(text: str, config: StackConfig) -> SharingCheck:
     """Run the three equivalences of note 003 on `text` and report the largest differences."""
-    text, config = validate.text("text", text), validate.config(config)
+    text, config = validate.text("text", text), checked(config)
     tokens = tokenize(text)[: config.max_tokens]
     one = replace(config, n_layers=1, share_weights=False)
 
@@ -66,7 +66,7 @@ def sharing_check(text: str, config: StackConfig) -> SharingCheck:
     mqa = replace(one, n_kv_heads=1)
     w = build_weights(mqa)[0]
     x = inputs(tokens, mqa)  # [n, d_model]
-    n, h, dh = len(tokens), mqa.n_heads, mqa.head_dim
+    n, h, dh = len(tokens), mqa.n_heads, mqa.d_head
     q = (x @ w.w_q).view(n, h, dh).transpose(0, 1)  # [head, n, d_head]
     k = (x @ w.w_k).unsqueeze(0).expand(h, n, dh)  # [head, n, d_head]: one K, broadcast
     v = (x @ w.w_v).unsqueeze(0).expand(h, n, dh)  # [head, n, d_head]: one V, broadcast
@@ -89,11 +89,11 @@ def comparison(config: StackConfig, seq_len: int = 4096, bytes_per_value: float 
     attention layer (and of W_k + W_v alone), and KV-cache bytes per layer at `seq_len`."""
     from attnviz import costs
 
-    config = validate.config(config)
+    config = checked(config)
     seq_len = validate.whole("seq_len", seq_len, 1, 10**9)
     bytes_per_value = validate.number("bytes_per_value", bytes_per_value, 0.125, 64)
-    d, h, dh = config.d_model, config.n_heads, config.head_dim
-    kinds = {"MHA": h, "MQA": 1, f"GQA (G = {config.kv_heads})": config.kv_heads}
+    d, h, dh = config.d_model, config.n_heads, config.d_head
+    kinds = {"MHA": h, "MQA": 1, f"GQA (G = {config.n_kv_heads})": config.n_kv_heads}
     out = {}
     for name, kv in kinds.items():
         parts = costs.attention_params_breakdown(d, h, dh, dh, kv)

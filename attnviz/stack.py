@@ -57,11 +57,11 @@ def _weights_key(config: StackConfig) -> StackConfig:
     return StackConfig(
         d_model=config.d_model,
         n_heads=config.n_heads,
-        d_head=config.head_dim,
-        n_kv_heads=config.kv_heads,
+        d_head=config.d_head,
+        n_kv_heads=config.n_kv_heads,
         n_layers=config.n_layers,
         ffn=config.ffn,
-        d_ff=config.ff_dim,
+        d_ff=config.d_ff,
         share_weights=config.share_weights,
         seed=config.seed,
     )
@@ -69,15 +69,15 @@ def _weights_key(config: StackConfig) -> StackConfig:
 
 @lru_cache(maxsize=16)
 def _cached_weights(config: StackConfig) -> tuple[LayerWeights, ...]:
-    d, h, kv, dh = config.d_model, config.n_heads, config.kv_heads, config.head_dim
+    d, h, kv, dh = config.d_model, config.n_heads, config.n_kv_heads, config.d_head
     n_distinct = 1 if config.share_weights else config.n_layers
     layers = []
     for i in range(n_distinct):
         s = (config.seed, i)
         w_1 = w_2 = None
         if config.ffn:
-            w_1 = _randn((d, config.ff_dim), d**-0.5, *s, "w_1")  # [d_model, d_ff]
-            w_2 = _randn((config.ff_dim, d), config.ff_dim**-0.5, *s, "w_2")  # [d_ff, d_model]
+            w_1 = _randn((d, config.d_ff), d**-0.5, *s, "w_1")  # [d_model, d_ff]
+            w_2 = _randn((config.d_ff, d), config.d_ff**-0.5, *s, "w_2")  # [d_ff, d_model]
         layers.append(
             LayerWeights(
                 w_q=_randn((d, h * dh), d**-0.5, *s, "w_q"),  # [d_model, h*d_head]
@@ -127,7 +127,7 @@ def attention_block(
     mask: torch.Tensor | None,
 ) -> LayerTrace:
     """Project, split into heads, attend, concat, W_O; returns every intermediate."""
-    h, kv, dh = config.n_heads, config.kv_heads, config.head_dim
+    h, kv, dh = config.n_heads, config.n_kv_heads, config.d_head
     n_q, n_k = x_q.shape[0], x_kv.shape[0]
     q = (x_q @ w.w_q).view(n_q, h, dh).transpose(0, 1)  # [head, q, d_head]
     k = (x_kv @ w.w_k).view(n_k, kv, dh).transpose(0, 1)  # [kv_head, k, d_head]

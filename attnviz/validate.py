@@ -200,8 +200,10 @@ def model_inputs(
     texts: object,
     text_pairs: object,
     max_length: object,
+    batch: int | None = None,
 ) -> tuple[list[str], list[str | None] | None, int]:
-    """The sentences of a pretrained-model trace, checked and cut cheaply, and the token limit.
+    """The sentences of a pretrained-model trace, checked and cut cheaply, and the token limit;
+    `batch`: how many of them one forward holds, for the trace budget (default: all).
 
     A sentence longer than 4 x (limit + 1) words (or 64 x (limit + 1) characters) is cut there
     before tokenizing: the tokenizer's pair truncation costs time proportional to (length / limit)
@@ -213,6 +215,11 @@ def model_inputs(
     if isinstance(texts, (str, bytes)) or not isinstance(texts, Iterable):
         raise TypeError(f"texts must be a list of sentences, not {type(texts).__name__}")
     texts = [text("text", t) for t in texts]
+    if not texts:
+        raise ValueError("texts is empty: give at least one sentence")
+    for t in texts:
+        if not t.strip():
+            raise ValueError(f"text {short(t)} is empty: type a sentence to trace")
     pairs = None
     if text_pairs is not None:
         if isinstance(text_pairs, (str, bytes)) or not isinstance(text_pairs, Iterable):
@@ -227,21 +234,12 @@ def model_inputs(
         if limit > most:
             raise ValueError(f"max_length={limit} is over this server's token limit {most} "
                              f"(ATTNVIZ_MAX_TOKENS): pick at most {most}")  # fmt: skip
-    check_model_trace(model, len(texts), limit)
+    check_model_trace(model, len(texts) if batch is None else batch, limit)
     n_words, n_chars = 4 * (limit + 1), 64 * (limit + 1)
     texts = [cut_words(t, n_words, n_chars)[0] for t in texts]
     if pairs is not None:
         pairs = [None if p is None else cut_words(p, n_words, n_chars)[0] for p in pairs]
     return texts, pairs, limit
-
-
-def config(value: object) -> object:
-    """A StackConfig (the toy stack's settings)."""
-    from attnviz.config import StackConfig
-
-    if not isinstance(value, StackConfig):
-        raise TypeError(f"config must be a StackConfig, not {type(value).__name__}")
-    return value
 
 
 def knobs(

@@ -52,7 +52,8 @@ def preload_imports() -> None:
 
     import attnviz.figures  # noqa: F401
     import attnviz.frames  # noqa: F401
-    import attnviz.hooked  # noqa: F401
+    import attnviz.hooked.loading  # noqa: F401
+    import attnviz.hooked.tracing  # noqa: F401
 
 
 def _load() -> None:

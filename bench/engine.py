@@ -25,7 +25,7 @@ D_MODEL, HEADS, LAYERS = 512, 8, 2
 
 
 def bare_stack(x: torch.Tensor, weights, config: StackConfig) -> torch.Tensor:
-    n, h, dh = x.shape[0], config.n_heads, config.head_dim
+    n, h, dh = x.shape[0], config.n_heads, config.d_head
     with torch.inference_mode():
         for w in weights:
             q = (x @ w.w_q).view(n, h, dh).transpose(0, 1)  # [head, n, d_head]

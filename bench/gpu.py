@@ -34,7 +34,7 @@ from hooked import text_of  # noqa: E402
 # ATTNVIZ_MAX_TRACE_BYTES (512 MiB); a GPU server for such models raises it the same way.
 os.environ.setdefault("ATTNVIZ_MAX_TRACE_BYTES", str(8 * 2**30))
 
-from attnviz.hooked import _resolve, load_model, trace_model  # noqa: E402
+from attnviz.hooked import load_model, resolve, trace_model  # noqa: E402
 from attnviz.trace import pooled_weights, to_view  # noqa: E402
 
 
@@ -95,7 +95,7 @@ def main() -> None:
     )
     torch.manual_seed(0)
     AutoModel.from_config(config).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(args.tokenizer or _resolve(None)[0]).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(args.tokenizer or resolve(None)[0]).save_pretrained(folder)
     loaded = load_model(folder, device=str(dev), dtype=args.dtype)
     eager = AutoModel.from_pretrained(folder, attn_implementation="eager", dtype=dtype)
     eager = eager.to(dev).eval()

@@ -27,7 +27,7 @@ from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, LlamaCo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from attnviz.hooked import _resolve, load_model, trace_each, trace_model  # noqa: E402
+from attnviz.hooked import load_model, resolve, trace_each, trace_model  # noqa: E402
 from attnviz.trace import Trace  # noqa: E402
 
 THREADS = 1
@@ -105,7 +105,7 @@ def main() -> None:
     torch.set_num_threads(THREADS)
     loaded = load_model()
     tok = loaded.tokenizer
-    eager = AutoModel.from_pretrained(_resolve(None)[0], attn_implementation="eager").eval()
+    eager = AutoModel.from_pretrained(resolve(None)[0], attn_implementation="eager").eval()
 
     def plain(text: str):
         with torch.inference_mode():
@@ -165,7 +165,7 @@ def decoder() -> None:
     )
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(config).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(_resolve(None)[0]).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(resolve(None)[0]).save_pretrained(folder)
     loaded = load_model(folder, device="cpu")
     tok = loaded.call_tokenizer
     eager = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()

@@ -17,7 +17,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
 import attnviz
-from attnviz.hooked import _resolve
+from attnviz.hooked import resolve
 from attnviz.next_token import top_k
 
 out = Path(os.environ.get("ATTNVIZ_EXAMPLE_OUT") or tempfile.mkdtemp(prefix="attnviz-"))
@@ -62,7 +62,7 @@ config = LlamaConfig(
     max_position_embeddings=128,
 )
 AutoModelForCausalLM.from_config(config).save_pretrained(folder)
-AutoTokenizer.from_pretrained(_resolve(None)[0]).save_pretrained(folder)
+AutoTokenizer.from_pretrained(resolve(None)[0]).save_pretrained(folder)
 
 llama = attnviz.load_model(str(folder))
 base = attnviz.trace_model(llama, "the cat sat on the mat")

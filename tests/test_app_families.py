@@ -21,9 +21,9 @@ FAMILIES = ("gpt2", "llama", "qwen2", "mistral", "bart")
 def folders(tmp_path_factory) -> dict[str, str]:
     from transformers import AutoTokenizer, BartConfig
 
-    from attnviz.hooked import _resolve
+    from attnviz.hooked import resolve
 
-    tokenizer = AutoTokenizer.from_pretrained(_resolve(None)[0])
+    tokenizer = AutoTokenizer.from_pretrained(resolve(None)[0])
     found = {}
     for family in FAMILIES:
         torch.manual_seed(0)

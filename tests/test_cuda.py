@@ -15,7 +15,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, BertConfig, LlamaConfig
 
-from attnviz.hooked import _resolve, load_model, trace_each, trace_model
+from attnviz.hooked import load_model, resolve, trace_each, trace_model
 from attnviz.trace import compact, pooled_weights
 
 DEVICE = os.environ.get("ATTNVIZ_TEST_DEVICE", "cuda")
@@ -42,7 +42,7 @@ KNOBS = [
 @pytest.fixture(scope="module")
 def tokenizer():
     return AutoTokenizer.from_pretrained(
-        os.environ.get("ATTNVIZ_TEST_TOKENIZER") or _resolve(None)[0]
+        os.environ.get("ATTNVIZ_TEST_TOKENIZER") or resolve(None)[0]
     )
 
 

@@ -23,7 +23,7 @@ from transformers import (
     Qwen3Config,
 )
 
-from attnviz.hooked import _resolve, load_model, trace_batch, trace_model
+from attnviz.hooked import load_model, resolve, trace_batch, trace_model
 
 ATOL = 1e-5
 TEXTS = ["the cat sat on the mat and then it slept", "a dog ran"]
@@ -53,7 +53,7 @@ WINDOWED = {"mistral": {0, 1}, "qwen2": {1}}
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return AutoTokenizer.from_pretrained(_resolve(None)[0])
+    return AutoTokenizer.from_pretrained(resolve(None)[0])
 
 
 def save(folder, model, tokenizer) -> str:

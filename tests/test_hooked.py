@@ -19,9 +19,9 @@ from transformers import (
 from attnviz.hooked import (
     IMPL,
     LoadedModel,
-    _resolve,
     embedding_cosine,
     load_model,
+    resolve,
     trace_batch,
     trace_each,
     trace_model,
@@ -40,14 +40,14 @@ def minilm() -> LoadedModel:
 
 @pytest.fixture(scope="module")
 def minilm_eager() -> torch.nn.Module:
-    return AutoModel.from_pretrained(_resolve(None)[0], attn_implementation="eager").eval()
+    return AutoModel.from_pretrained(resolve(None)[0], attn_implementation="eager").eval()
 
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory: pytest.TempPathFactory):
     """A tiny random BERT (2 layers, 4 heads, hidden 32, 64 positions), bundled tokenizer."""
     folder = tmp_path_factory.mktemp("tiny-bert")
-    tokenizer = AutoTokenizer.from_pretrained(_resolve(None)[0])
+    tokenizer = AutoTokenizer.from_pretrained(resolve(None)[0])
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
         hidden_size=32,

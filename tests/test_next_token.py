@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnviz.grouping import expanded_error, kv_cache_bytes, mode
+from attnviz.costs import kv_cache_bytes
+from attnviz.grouping import expanded_error, mode
 from attnviz.model_figures import next_tokens
 from attnviz.next_token import probabilities, top_k
 from attnviz.trace import LayerTrace, Trace
@@ -56,6 +57,7 @@ def test_expanded_error_is_zero_for_a_consistent_gqa_layer_and_not_for_a_broken_
     wrong = LayerTrace(k=k.flip(0), **fields)  # groups swapped
     assert expanded_error(wrong) > 1e-3
     assert mode(8, 8) == "MHA" and mode(8, 1) == "MQA" and mode(8, 2) == "GQA"
-    assert kv_cache_bytes(32, 8, 128, 4096) == 2 * 32 * 8 * 128 * 4096 * 4  # Llama-3-8B: 512 MiB
+    # Llama-3-8B at float32: 512 MiB
+    assert kv_cache_bytes(32, 8, 128, 4096, bytes_per_value=4) == 2 * 32 * 8 * 128 * 4096 * 4
     with pytest.raises(ValueError, match="does not divide"):
         mode(8, 3)

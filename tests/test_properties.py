@@ -104,10 +104,10 @@ def tiny():
 
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from attnviz.hooked import _resolve, load_model
+    from attnviz.hooked import load_model, resolve
 
     with tempfile.TemporaryDirectory() as folder:
-        tokenizer = AutoTokenizer.from_pretrained(_resolve(None)[0])
+        tokenizer = AutoTokenizer.from_pretrained(resolve(None)[0])
         config = BertConfig(
             vocab_size=tokenizer.vocab_size,
             hidden_size=32,

@@ -54,12 +54,12 @@ def test_every_layer_matches_torch_sdpa(config: StackConfig) -> None:
     assert len(trace.layers) == config.n_layers
     n = len(trace.tokens)
     for layer in trace.layers:
-        assert layer.q.shape == (config.n_heads, n, config.head_dim)
-        assert layer.k.shape == (config.kv_heads, n, config.head_dim)
-        assert layer.v.shape == (config.kv_heads, n, config.head_dim)
+        assert layer.q.shape == (config.n_heads, n, config.d_head)
+        assert layer.k.shape == (config.n_kv_heads, n, config.d_head)
+        assert layer.v.shape == (config.n_kv_heads, n, config.d_head)
         assert layer.output.shape == (n, config.d_model)
         assert layer.scale == pytest.approx(config.scale)
-        expected_scale = (config.head_dim**-0.5 if config.use_scale else 1.0) / config.temperature
+        expected_scale = (config.d_head**-0.5 if config.use_scale else 1.0) / config.temperature
         assert layer.scale == pytest.approx(expected_scale)
         # Oracle: torch's own SDPA, on the trace's own q, k, v.
         z_ref = F.scaled_dot_product_attention(
@@ -67,8 +67,8 @@ def test_every_layer_matches_torch_sdpa(config: StackConfig) -> None:
         )
         torch.testing.assert_close(layer.z, z_ref, atol=1e-5, rtol=1e-5)
         # SDPA gives no weights; recover them by attending to an identity "value" per key.
-        group = config.n_heads // config.kv_heads
-        eye = torch.eye(n).expand(config.kv_heads, n, n)  # [kv_head, k, k]
+        group = config.n_heads // config.n_kv_heads
+        eye = torch.eye(n).expand(config.n_kv_heads, n, n)  # [kv_head, k, k]
         w_ref = F.scaled_dot_product_attention(
             layer.q,
             layer.k,

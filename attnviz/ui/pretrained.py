@@ -3,8 +3,6 @@ encoder-decoder to look at, the heads to silence, and a decoder's next-token pre
 
 from __future__ import annotations
 
-import html
-
 import streamlit as st
 
 from attnviz import figures, markup, model_figures
@@ -13,14 +11,6 @@ from attnviz.trace import Trace
 from attnviz.ui.common import chart, t, url_seed, url_sync
 
 PARTS = ("encoder", "decoder", "cross")
-_MARKDOWN = str.maketrans({c: "\\" + c for c in "\\`*_{}[]()<>#+-.!|~$:"})
-
-
-def md_text(text: str) -> str:
-    """Model text (a token, a folder name) shown literally inside Markdown."""
-    return html.escape(text, quote=False).translate(_MARKDOWN)
-
-
 PREFIX = {"encoder": "E", "decoder": "D", "cross": "X"}  # heads of an encoder-decoder: E0H3
 LAST_MODEL = "pm_last_model"  # not a widget key: it outlives a page switch
 
@@ -98,9 +88,9 @@ def _next_caption(rows, compared: bool) -> None:
         st.caption(
             t(
                 "pm.next_diff",
-                now=md_text(repr(top.token)),
+                now=markup.escape(repr(top.token)),
                 p=top.p,
-                was=md_text(repr(top_base.token)),
+                was=markup.escape(repr(top_base.token)),
                 p_was=top_base.p_base,
                 p_now=top_base.p,
             )
@@ -112,7 +102,8 @@ def _next_caption(rows, compared: bool) -> None:
 def grouping_section(text: str) -> None:
     """The MHA·MQA·GQA page's part about a real model: its grouping, its K per kv head, a live
     check that expanding K reproduces its weights, and what the grouping saves in the cache."""
-    from attnviz.grouping import expanded_error, kv_cache_bytes, mode
+    from attnviz.costs import kv_cache_bytes
+    from attnviz.grouping import expanded_error, mode
     from attnviz.sharing import kv_head_of
     from attnviz.ui import bert
 
@@ -132,7 +123,7 @@ def grouping_section(text: str) -> None:
     st.markdown(
         t(
             "pm.gqa_mode",
-            name=md_text(model.name),
+            name=markup.escape(model.name),
             mode=mode(h, kv),
             h=h,
             kv=kv,
@@ -154,14 +145,9 @@ def grouping_section(text: str) -> None:
     m1, m2, m3 = st.columns(3)
     n = 4096
     m1.metric(t("pm.gqa_check"), f"{expanded_error(lt):.1e}")
-    m2.metric(
-        t("pm.gqa_cache", n=n),
-        f"{kv_cache_bytes(model.n_layers, kv, model.d_head, n) / 2**20:,.0f} MiB",
-    )
-    m3.metric(
-        t("pm.gqa_cache_mha"),
-        f"{kv_cache_bytes(model.n_layers, h, model.d_head, n) / 2**20:,.0f} MiB",
-    )
+    for col, label, heads in ((m2, t("pm.gqa_cache", n=n), kv), (m3, t("pm.gqa_cache_mha"), h)):
+        mib = kv_cache_bytes(model.n_layers, heads, model.d_head, n, bytes_per_value=4) / 2**20
+        col.metric(label, f"{mib:,.0f} MiB")
     st.caption(t("pm.gqa_check_help", kv=kv, h=h, d=model.d_head, g=h // kv))
     shown = min(kv, 8)
     cols = st.columns(min(shown, 4))

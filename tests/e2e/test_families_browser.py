@@ -19,10 +19,10 @@ def _build(tmp_path_factory) -> dict[str, str]:
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, BartConfig
 
-    from attnviz.hooked import _resolve
+    from attnviz.hooked import resolve
     from tests.test_families import CONFIGS, save
 
-    tokenizer = AutoTokenizer.from_pretrained(_resolve(None)[0])
+    tokenizer = AutoTokenizer.from_pretrained(resolve(None)[0])
     found = {}
     for family in ("llama", "bart"):
         torch.manual_seed(0)
