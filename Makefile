@@ -36,9 +36,9 @@ $(TEST_STAMP): requirements.txt requirements-test.txt | $(PY)
 		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium fonts-noto-cjk nginx; }
 	touch $(RUN_STAMP) $@
 
-# attnviz.ui.serve is `streamlit run` with the bundled model loading in the background from the start.
+# attnviz.ui.launch is `streamlit run` with the bundled model loading in the background from the start.
 run: $(RUN_STAMP)
-	$(SERVE_ENV) $(PY) -m attnviz.ui.serve app.py --server.port $(PORT) --browser.gatherUsageStats false
+	$(SERVE_ENV) $(PY) -m attnviz.ui.launch attnviz/app.py --server.port $(PORT) --browser.gatherUsageStats false
 
 test: $(TEST_STAMP)
 	$(VENV)/bin/ruff format --check .

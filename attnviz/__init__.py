@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from attnviz.config import StackConfig
-from attnviz.rollout import rollout
-from attnviz.stack import trace_text
-from attnviz.trace import LayerTrace, Trace
+from attnviz.engine.config import StackConfig
+from attnviz.engine.rollout import rollout
+from attnviz.engine.stack import trace_text
+from attnviz.engine.trace import LayerTrace, Trace
 
 if TYPE_CHECKING:
-    from attnviz.hooked import load_model, trace_model
-    from attnviz.notebook import show
+    from attnviz.engine.hooked import load_model, trace_model
+    from attnviz.views.notebook import show
 
 __all__ = [
     "StackConfig",
@@ -31,11 +31,11 @@ __all__ = [
 def __getattr__(name: str):
     # transformers takes seconds to import; only the BERT half needs it.
     if name in ("load_model", "trace_model"):
-        from attnviz import hooked
+        from attnviz.engine import hooked
 
         return getattr(hooked, name)
     if name == "show":  # plotly loads only for notebooks and scripts that draw
-        from attnviz.notebook import show
+        from attnviz.views.notebook import show
 
         return show
     raise AttributeError(f"module 'attnviz' has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """The `attnviz` command: start the app (`streamlit run app.py`) from any folder.
 
-The app's files (app.py, app_pages/, assets/) sit next to the package in the source tree, so the
+The app's files (app.py, app_pages/, assets/) sit inside the package, so the
 command works from a checkout or an editable install (`pip install -e .`), which keeps the package
 where it is. A regular wheel carries only the package: the command then says so and exits.
 """
@@ -11,7 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parent
+ROOT = PACKAGE.parent
 # Faster traces (see the Makefile): glibc keeps large freed buffers instead of re-mapping them.
 MALLOC = {"MALLOC_MMAP_THRESHOLD_": "268435456", "MALLOC_TRIM_THRESHOLD_": "536870912"}
 HELP = """usage: attnviz [STREAMLIT OPTIONS]
@@ -21,14 +22,14 @@ Start the attnviz app in your browser (http://localhost:8501 by default). Option
 """
 
 
-def app_file(root: Path = ROOT) -> Path:
+def app_file(package: Path = PACKAGE) -> Path:
     """app.py of this installation, or a ValueError that says how to get one."""
-    app = root / "app.py"
-    if not (app.is_file() and (root / "app_pages").is_dir() and (root / "assets").is_dir()):
+    app = package / "app.py"
+    if not (app.is_file() and (package / "app_pages").is_dir() and (package / "assets").is_dir()):
         raise ValueError(
-            f"attnviz's app files (app.py, app_pages/, assets/) are not next to the package at "
-            f"{root}: a regular wheel installs the engine and attnviz.show only. To run the app, "
-            "clone the repository and `pip install -e .` there (or `make run`)."
+            f"attnviz's app files (app.py, app_pages/, assets/) are not in the package at "
+            f"{package}: a regular wheel installs the engine and attnviz.show only. To run the "
+            "app, clone the repository and `pip install -e .` there (or `make run`)."
         )
     return app
 

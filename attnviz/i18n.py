@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 
 LANGUAGES = {"en": "English", "zh": "中文"}
-ASSETS = Path(__file__).resolve().parent.parent / "assets" / "i18n"
+ASSETS = Path(__file__).resolve().parent / "assets" / "i18n"
 # What people type for a language in a link (?lang=zh) or what a browser reports as its language
 # (navigator.language: "zh-CN", "zh-Hant-TW", "en-GB"), beyond the labels the language picker
 # writes itself ("English", "中文").

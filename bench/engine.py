@@ -18,8 +18,8 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from attnviz import StackConfig, trace_text  # noqa: E402
-from attnviz.stack import build_weights, inputs  # noqa: E402
-from attnviz.tokenize import tokenize  # noqa: E402
+from attnviz.engine.stack import build_weights, inputs  # noqa: E402
+from attnviz.engine.tokenize import tokenize  # noqa: E402
 
 D_MODEL, HEADS, LAYERS = 512, 8, 2
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from attnviz import StackConfig, export, load_model, trace_model, trace_text  # noqa: E402
-from attnviz.frames import trace_to_dict  # noqa: E402
+from attnviz import StackConfig, load_model, trace_model, trace_text  # noqa: E402
+from attnviz.views import export
+from attnviz.views.frames import trace_to_dict  # noqa: E402
 
 TEXT = "The animal didn't cross the street because it was too tired"
 LONG = " ".join([TEXT] * 11)  # ~128 BERT tokens

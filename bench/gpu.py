@@ -34,8 +34,8 @@ from hooked import text_of  # noqa: E402
 # ATTNVIZ_MAX_TRACE_BYTES (512 MiB); a GPU server for such models raises it the same way.
 os.environ.setdefault("ATTNVIZ_MAX_TRACE_BYTES", str(8 * 2**30))
 
-from attnviz.hooked import load_model, resolve, trace_model  # noqa: E402
-from attnviz.trace import pooled_weights, to_view  # noqa: E402
+from attnviz.engine.hooked import load_model, resolve, trace_model  # noqa: E402
+from attnviz.engine.trace import pooled_weights, to_view  # noqa: E402
 
 
 def timed(fns: dict, reps: int, sync) -> dict[str, float]:

@@ -27,8 +27,8 @@ from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, LlamaCo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from attnviz.hooked import load_model, resolve, trace_each, trace_model  # noqa: E402
-from attnviz.trace import Trace  # noqa: E402
+from attnviz.engine.hooked import load_model, resolve, trace_each, trace_model  # noqa: E402
+from attnviz.engine.trace import Trace  # noqa: E402
 
 THREADS = 1
 SIZES = (16, 128, 512)

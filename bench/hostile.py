@@ -76,7 +76,7 @@ def link() -> None:
 def long_pairs() -> None:
     import torch
 
-    from attnviz.hooked import load_model, trace_model
+    from attnviz.engine.hooked import load_model, trace_model
 
     torch.set_num_threads(1)
     model = load_model(device="cpu")

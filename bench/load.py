@@ -45,7 +45,7 @@ OLD = {
     "env": {"ATTNVIZ_GC_FREEZE": "0"},
 }
 # `make run`: streamlit run with the model loading in the background from the start.
-NEW: dict = {"cmd": [sys.executable, "-m", "attnviz.ui.serve"], "args": [], "env": {}}
+NEW: dict = {"cmd": [sys.executable, "-m", "attnviz.ui.launch"], "args": [], "env": {}}
 ONES = 3  # N=1 is run this many times in a row (each a new student and sentence)
 CROWDS = 3  # N>1: this many classes in a row (new students each), their reruns pooled
 CROWD_GAP_S = 3.0  # between two classes
@@ -93,7 +93,7 @@ class Server:
         env = {**os.environ, **MALLOC, **settings["env"]}
         cmd = [
             *settings["cmd"],
-            "app.py",
+            "attnviz/app.py",
             "--server.port",
             str(self.port),
             "--browser.gatherUsageStats",

@@ -17,8 +17,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
 import attnviz
-from attnviz.hooked import resolve
-from attnviz.next_token import top_k
+from attnviz.engine.hooked import resolve
+from attnviz.engine.next_token import top_k
 
 out = Path(os.environ.get("ATTNVIZ_EXAMPLE_OUT") or tempfile.mkdtemp(prefix="attnviz-"))
 out.mkdir(parents=True, exist_ok=True)

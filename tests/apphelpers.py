@@ -11,13 +11,14 @@ import numpy as np
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
-APP = str(ROOT / "app.py")
+APP_DIR = ROOT / "attnviz"  # the main script's folder: page paths ("app_pages/x.py") start here
+APP = str(APP_DIR / "app.py")
 
 
 def app(page: str | None = None, query: dict | None = None) -> AppTest:
     if page and "bert" in page:
         # AppTest has no browser to rerun the page once the background load is done: wait here.
-        from attnviz import warmup
+        from attnviz.serve import warmup
 
         warmup.bundled_model()
     at = AppTest.from_file(APP, default_timeout=90)
@@ -65,7 +66,7 @@ def page_text(at: AppTest) -> str:
 
 def pages() -> list[str]:
     """The page files app.py's navigation lists, in its order (st.Page("app_pages/x.py", ...))."""
-    tree = ast.parse((ROOT / "app.py").read_text())
+    tree = ast.parse((ROOT / "attnviz" / "app.py").read_text())
     found = []
     for node in ast.walk(tree):
         if (

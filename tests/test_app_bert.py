@@ -13,7 +13,7 @@ BERT = "app_pages/bert.py"
 
 @pytest.fixture(scope="module")
 def bundled():
-    from attnviz.hooked import load_model
+    from attnviz.engine.hooked import load_model
 
     return load_model(None, device="cpu")
 
@@ -27,7 +27,7 @@ def test_bert_page_loads_the_bundled_model_and_shows_the_overview() -> None:
 
 
 def test_bert_heads_view_has_twelve_heatmaps_matching_the_model(bundled) -> None:
-    from attnviz.hooked import trace_model
+    from attnviz.engine.hooked import trace_model
 
     at = app(BERT, query={"view": "heads", "layer": "2"})
     assert not at.exception

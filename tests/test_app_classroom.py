@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnviz.walkthrough import column_form, walkthrough
+from attnviz.lessons.walkthrough import column_form, walkthrough
 from tests.apphelpers import app, decode, heatmap_specs, page_text, specs, z_of
 
 STEPS_PAGE = "app_pages/step_by_step.py"
@@ -83,7 +83,7 @@ MULTIHEAD_PAGE = "app_pages/multihead.py"
 
 @pytest.mark.parametrize("lang", ["English", "中文"])
 def test_why_scale_page_shows_the_measured_numbers(lang: str) -> None:
-    from attnviz.lessons import saturation_sweep
+    from attnviz.lessons.scaling import saturation_sweep
 
     at = app(WHY_PAGE, query={"lang": lang})
     assert not at.exception

@@ -21,7 +21,7 @@ FAMILIES = ("gpt2", "llama", "qwen2", "mistral", "bart")
 def folders(tmp_path_factory) -> dict[str, str]:
     from transformers import AutoTokenizer, BartConfig
 
-    from attnviz.hooked import resolve
+    from attnviz.engine.hooked import resolve
 
     tokenizer = AutoTokenizer.from_pretrained(resolve(None)[0])
     found = {}
@@ -65,7 +65,7 @@ def test_every_view_draws_for_each_family(folders, family) -> None:
 
 @pytest.mark.parametrize("family", ("llama", "mistral"))
 def test_detail_weights_are_the_models_and_knobs_move_the_next_token(folders, family) -> None:
-    from attnviz.hooked import load_model, trace_model
+    from attnviz.engine.hooked import load_model, trace_model
 
     at = app(PAGE, query={"model": folders[family], "device": "cpu", "view": "detail"})
     ref = trace_model(load_model(folders[family], device="cpu"), DEFAULT_TEXT)

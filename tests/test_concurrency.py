@@ -19,8 +19,8 @@ import pytest
 import torch
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
-from attnviz.hooked import embedding_cosine, load_model, trace_model
-from attnviz.trace import weight_shift
+from attnviz.engine.hooked import embedding_cosine, load_model, trace_model
+from attnviz.engine.trace import weight_shift
 from attnviz.ui.common import DEFAULT_TEXT
 from tests.apphelpers import decode
 from tests.wsclient import Session, chart_specs, server

@@ -2,7 +2,7 @@
 
 import pytest
 
-from attnviz.costs import (
+from attnviz.lessons.costs import (
     PAPER_VOCAB,
     TABLE3,
     attention_params,
@@ -156,7 +156,7 @@ def test_d_k_given_lifts_the_divisibility_rule():
 
 
 def test_multihead_shapes_follow_note_000() -> None:
-    from attnviz.costs import multihead_shapes
+    from attnviz.lessons.costs import multihead_shapes
 
     rows = {r["stage"]: r["shape"] for r in multihead_shapes(4, 512, 8)}
     assert rows["W_q^i"] == "512 × 64"

@@ -15,8 +15,8 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer, BertConfig, LlamaConfig
 
-from attnviz.hooked import load_model, resolve, trace_each, trace_model
-from attnviz.trace import compact, pooled_weights
+from attnviz.engine.hooked import load_model, resolve, trace_each, trace_model
+from attnviz.engine.trace import compact, pooled_weights
 
 DEVICE = os.environ.get("ATTNVIZ_TEST_DEVICE", "cuda")
 pytestmark = pytest.mark.skipif(

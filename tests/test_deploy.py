@@ -1,5 +1,5 @@
 """deploy/nginx.conf in front of two replicas, on this machine: Debian's nginx with the real
-config (only the addresses changed), two `python -m attnviz.ui.serve` servers, and a client that
+config (only the addresses changed), two `python -m attnviz.ui.launch` servers, and a client that
 speaks Streamlit's websocket protocol (bench/wsclient.py) through the proxy."""
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def proxy(tmp_path_factory):
             log = open(tmp / f"replica{i}.log", "w")  # noqa: SIM115
             procs.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "attnviz.ui.serve", "app.py", "--server.port",
+                    [sys.executable, "-m", "attnviz.ui.launch", "attnviz/app.py", "--server.port",
                      str(port), "--server.headless", "true", "--server.fileWatcherType", "none",
                      "--browser.gatherUsageStats", "false"],
                     cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,

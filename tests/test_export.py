@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz import StackConfig, export, load_model, trace_model, trace_text
+from attnviz import StackConfig, load_model, trace_model, trace_text
+from attnviz.views import export
 
 TEXT = "The animal didn't cross the street because it was too tired"
 

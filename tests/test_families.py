@@ -23,7 +23,7 @@ from transformers import (
     Qwen3Config,
 )
 
-from attnviz.hooked import load_model, resolve, trace_batch, trace_model
+from attnviz.engine.hooked import load_model, resolve, trace_batch, trace_model
 
 ATOL = 1e-5
 TEXTS = ["the cat sat on the mat and then it slept", "a dog ran"]
@@ -273,18 +273,18 @@ def test_encoder_decoder_knobs_number_blocks_in_order(bart):
 
 
 def test_model_over_the_memory_budget_is_refused_before_loading(tmp_path, monkeypatch, tokenizer):
-    import attnviz.budget
+    import attnviz.engine.budget
 
     config = LlamaConfig(**ROPE, num_key_value_heads=2)
     config.save_pretrained(tmp_path)  # a config alone: loading weights would fail
     tokenizer.save_pretrained(tmp_path)
     monkeypatch.setenv("ATTNVIZ_MAX_MODEL_BYTES", str(2**20))
-    attnviz.budget.budget.cache_clear()
+    attnviz.engine.budget.budget.cache_clear()
     try:
         with pytest.raises(ValueError, match=r"needs \d+\.\d MiB .* budget of 1\.0 MiB"):
             load_model(str(tmp_path))
     finally:
-        attnviz.budget.budget.cache_clear()
+        attnviz.engine.budget.budget.cache_clear()
 
 
 def test_bfloat16_option_traces_float32_close_to_the_exact_run(tmp_path, tokenizer) -> None:
@@ -308,7 +308,7 @@ def test_a_70b_config_is_sized_from_its_config_and_refused_at_once(tmp_path) -> 
     the default 8 GiB budget; the folder has no weights, so reading them would fail instead."""
     import time
 
-    from attnviz.budget import budget
+    from attnviz.engine.budget import budget
 
     LlamaConfig(
         hidden_size=8192,
@@ -350,7 +350,7 @@ def test_a_tokenizer_without_a_pad_token_still_pads_a_batch(tmp_path, tokenizer)
 def test_head_stats_use_each_layers_own_mask() -> None:
     """A model mixing full and sliding-window layers (Qwen2's layer_types): uniform weights over
     each layer's allowed keys have relative entropy 1 in both layers."""
-    from attnviz.trace import LayerTrace, Trace, head_stats
+    from attnviz.engine.trace import LayerTrace, Trace, head_stats
 
     n = 6
     full = expected_mask(n, n, None)  # [q, k]

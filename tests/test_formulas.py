@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz import formulas
-from attnviz.formulas import Knobs
-from attnviz.walkthrough import walkthrough
+from attnviz.lessons import formulas
+from attnviz.lessons.formulas import Knobs
+from attnviz.lessons.walkthrough import walkthrough
 from tests.apphelpers import app, heatmap_specs, z_of
 
 STEPS_PAGE = "app_pages/step_by_step.py"

@@ -22,7 +22,7 @@ BERT = "app_pages/bert.py"
 
 @pytest.fixture(scope="module")
 def minilm():
-    from attnviz.hooked import load_model
+    from attnviz.engine.hooked import load_model
 
     return load_model(device="cpu")
 
@@ -49,14 +49,14 @@ def test_defect_1_tiny_temperature_is_refused_by_the_stack(temperature: float) -
     ("temperature", "use_scale"), [(1e-40, True), (5e-324, True), (1e-37, False)]
 )
 def test_defect_1_tiny_temperature_is_refused_by_trace_model(minilm, temperature, use_scale):
-    from attnviz.hooked import trace_model
+    from attnviz.engine.hooked import trace_model
 
     with pytest.raises(ValueError, match=r"between 0\.001 and 1000"):
         trace_model(minilm, SENT, temperature=temperature, use_scale=use_scale)
 
 
 def test_defect_1_smallest_allowed_temperature_gives_finite_one_hot_rows(minilm) -> None:
-    from attnviz.hooked import trace_model
+    from attnviz.engine.hooked import trace_model
 
     for trace in (
         trace_text(SENT, StackConfig(temperature=1e-3, use_scale=False)),
@@ -72,7 +72,7 @@ def test_defect_1_smallest_allowed_temperature_gives_finite_one_hot_rows(minilm)
 
 
 def test_defect_2_wrong_types_raise_type_error(minilm) -> None:
-    from attnviz.hooked import trace_model
+    from attnviz.engine.hooked import trace_model
 
     with pytest.raises(TypeError, match="text_pair must be a string"):
         trace_text(SENT, text_pair=123)
@@ -83,7 +83,7 @@ def test_defect_2_wrong_types_raise_type_error(minilm) -> None:
 
 
 def test_defect_2_lone_surrogates_and_long_names_raise_value_error(minilm) -> None:
-    from attnviz.hooked import load_model, trace_model
+    from attnviz.engine.hooked import load_model, trace_model
 
     for text in ("abc\ud800def", "\udfff"):
         with pytest.raises(ValueError, match="surrogate"):
@@ -98,7 +98,7 @@ def test_defect_2_lone_surrogates_and_long_names_raise_value_error(minilm) -> No
 
 
 def test_defect_3_meta_device_is_refused() -> None:
-    from attnviz.hooked import load_model
+    from attnviz.engine.hooked import load_model
 
     for device in ("meta", torch.device("meta"), "xla", "cpu:banana"):
         with pytest.raises((ValueError, TypeError), match="device"):
@@ -114,7 +114,7 @@ def test_defect_4_huge_config_is_refused_with_its_size() -> None:
 
 
 def test_defect_4_link_config_is_refused_before_any_weight_is_built() -> None:
-    from attnviz import stack
+    from attnviz.engine import stack
 
     stack._cached_weights.cache_clear()
     with pytest.raises(ValueError, match=r"3\.2 GiB"):
@@ -153,10 +153,10 @@ def test_defect_4_the_link_gets_a_message_and_no_big_trace() -> None:
 
 
 def test_estimates_match_what_the_stack_allocates() -> None:
-    from attnviz.budget import stack_trace_bytes, stack_weight_bytes, stack_work
+    from attnviz.engine.budget import stack_trace_bytes, stack_weight_bytes, stack_work
 
     config = StackConfig(d_model=64, n_heads=8, n_kv_heads=2, n_layers=3, ffn=True)
-    from attnviz.stack import build_weights
+    from attnviz.engine.stack import build_weights
 
     weights = build_weights(config)
     real = sum(
@@ -178,7 +178,7 @@ def test_estimates_match_what_the_stack_allocates() -> None:
 
 
 def test_budget_reads_environment_overrides(monkeypatch) -> None:
-    from attnviz.budget import budget
+    from attnviz.engine.budget import budget
 
     budget.cache_clear()
     try:
@@ -214,7 +214,7 @@ class _Recorder:
 
 
 def test_defect_5_long_pairs_are_cut_before_tokenizing(minilm) -> None:
-    from attnviz.hooked import trace_model
+    from attnviz.engine.hooked import trace_model
 
     recorder = _Recorder(minilm.call_tokenizer)
     model = dataclasses.replace(minilm, call_tokenizer=recorder)
@@ -239,7 +239,7 @@ def test_defect_6_stack_refuses_inf_and_bool_temperature() -> None:
 
 
 def test_defect_6_trace_model_refuses_fractional_knobs(minilm) -> None:
-    from attnviz.hooked import trace_model
+    from attnviz.engine.hooked import trace_model
 
     with pytest.raises(ValueError, match="finite"):
         trace_model(minilm, SENT, temperature=math.inf)
@@ -279,7 +279,7 @@ def test_defect_7_d_ff_is_not_blamed_when_it_was_never_used() -> None:
 
 
 def test_defect_7_empty_model_name_is_refused_not_the_current_folder() -> None:
-    from attnviz.hooked import load_model
+    from attnviz.engine.hooked import load_model
 
     with pytest.raises(ValueError, match="name is empty: pass None"):
         load_model("")
@@ -324,7 +324,7 @@ def test_a_refused_model_name_is_explained_in_chinese_with_the_original_below() 
 
 
 def test_public_mode_offers_only_the_allowlist(monkeypatch) -> None:
-    from attnviz.budget import budget
+    from attnviz.engine.budget import budget
 
     monkeypatch.setenv("ATTNVIZ_PUBLIC", "1")
     budget.cache_clear()
@@ -335,7 +335,7 @@ def test_public_mode_offers_only_the_allowlist(monkeypatch) -> None:
         assert list(box.options) == ["sentence-transformers/all-MiniLM-L6-v2"]
         assert not any("/etc" in b for b in _bodies(at))
         assert budget().max_tokens == 256  # public mode's token limit
-        from attnviz.public import check_model
+        from attnviz.serve.public import check_model
 
         with pytest.raises(ValueError, match="not available on this server"):
             check_model("~/models/secret")

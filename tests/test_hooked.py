@@ -16,7 +16,7 @@ from transformers import (
     T5Config,
 )
 
-from attnviz.hooked import (
+from attnviz.engine.hooked import (
     IMPL,
     LoadedModel,
     embedding_cosine,
@@ -26,7 +26,7 @@ from attnviz.hooked import (
     trace_each,
     trace_model,
 )
-from attnviz.trace import mean_entropy, mean_max_weight
+from attnviz.engine.trace import mean_entropy, mean_max_weight
 
 TEXT = "The cat sat on the mat."
 PAIR = "It was very happy."
@@ -174,7 +174,7 @@ def assert_same_trace(got, want) -> None:
 
 
 def test_trace_each_gives_each_input_its_own_unpadded_trace(minilm, minilm_eager, monkeypatch):
-    import attnviz.hooked.tracing as tracing
+    import attnviz.engine.hooked.tracing as tracing
 
     forwards = []
     run = tracing._run
@@ -201,31 +201,34 @@ def test_trace_each_gives_each_input_its_own_unpadded_trace(minilm, minilm_eager
 
 
 def test_trace_each_batches_only_within_the_trace_budget(minilm, monkeypatch):
-    import attnviz.budget
-    import attnviz.hooked.tracing as tracing
+    import attnviz.engine.budget
+    import attnviz.engine.hooked.tracing as tracing
 
     forwards = []
     run = tracing._run
     monkeypatch.setattr(tracing, "_run", lambda *a, **k: forwards.append(a[2]) or run(*a, **k))
     monkeypatch.setenv("ATTNVIZ_MAX_TRACE_BYTES", str(8 * 2**20))  # one 60-token input fits
-    attnviz.budget.budget.cache_clear()
+    attnviz.engine.budget.budget.cache_clear()
     try:
         texts = [f"sentence number {i} is about a cat on a mat" for i in range(8)]
         traces = trace_each(minilm, texts + ["word " * 58], max_length=64)
     finally:
         monkeypatch.delenv("ATTNVIZ_MAX_TRACE_BYTES")
-        attnviz.budget.budget.cache_clear()
+        attnviz.engine.budget.budget.cache_clear()
     # The eight short ones in one forward, the long one alone: with it, over the budget.
     assert sorted(map(len, forwards)) == [1, 8] and forwards[-1] == [60]
     for n_input in forwards:
-        assert attnviz.budget.model_trace_bytes(6, 12, 32, len(n_input), max(n_input)) <= 8 * 2**20
-    assert attnviz.budget.model_trace_bytes(6, 12, 32, 2, 60) > 8 * 2**20
+        assert (
+            attnviz.engine.budget.model_trace_bytes(6, 12, 32, len(n_input), max(n_input))
+            <= 8 * 2**20
+        )
+    assert attnviz.engine.budget.model_trace_bytes(6, 12, 32, 2, 60) > 8 * 2**20
     assert_same_trace(traces[5], trace_model(minilm, texts[5], max_length=64))
     assert len(traces[-1].tokens) == 60
 
 
 def test_trace_each_takes_one_input_at_a_time_where_padding_would_differ(tiny, monkeypatch):
-    import attnviz.hooked.tracing as tracing
+    import attnviz.engine.hooked.tracing as tracing
 
     monkeypatch.setattr(tiny.call_tokenizer, "padding_side", "left")
     calls = []

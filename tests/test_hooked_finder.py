@@ -2,12 +2,12 @@
 
 import pytest
 
-from attnviz.trace import heads_linking
+from attnviz.engine.trace import heads_linking
 
 
 @pytest.fixture(scope="module")
 def trace():
-    from attnviz.hooked import load_model, trace_model
+    from attnviz.engine.hooked import load_model, trace_model
 
     model = load_model(None, device="cpu")
     return trace_model(model, "The animal didn't cross the street because it was too tired")

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from attnviz import StackConfig, trace_text
-from attnviz.trace import Trace
+from attnviz.engine.trace import Trace
 from tests import hostile_corpus as corpus
 from tests.apphelpers import app, pages
 
@@ -172,7 +172,7 @@ def check_numbers(out) -> None:
 
 @pytest.fixture(scope="module")
 def minilm():
-    from attnviz.hooked import load_model
+    from attnviz.engine.hooked import load_model
 
     return load_model(device="cpu")
 
@@ -185,9 +185,9 @@ def test_the_corpus_has_at_least_100_cases() -> None:
     "text", corpus.TEXTS + corpus.NOT_TEXT, ids=range(len(corpus.TEXTS + corpus.NOT_TEXT))
 )
 def test_texts_through_the_toy_stack_and_lessons(text) -> None:
-    from attnviz.positions import order_blindness
-    from attnviz.sharing import sharing_check
-    from attnviz.walkthrough import walkthrough
+    from attnviz.lessons.positions import order_blindness
+    from attnviz.lessons.sharing import sharing_check
+    from attnviz.lessons.walkthrough import walkthrough
 
     small = StackConfig(d_model=16, n_heads=2, n_layers=2, causal=True)
     engine_call(trace_text, text, small)
@@ -201,7 +201,7 @@ def test_texts_through_the_toy_stack_and_lessons(text) -> None:
     "text", corpus.TEXTS + corpus.NOT_TEXT, ids=range(len(corpus.TEXTS + corpus.NOT_TEXT))
 )
 def test_texts_through_the_pretrained_model(minilm, text) -> None:
-    from attnviz.hooked import trace_batch, trace_model
+    from attnviz.engine.hooked import trace_batch, trace_model
 
     engine_call(trace_model, minilm, text, max_length=64)
     engine_call(trace_model, minilm, SENT, text_pair=text, max_length=64)
@@ -210,7 +210,7 @@ def test_texts_through_the_pretrained_model(minilm, text) -> None:
 
 @pytest.mark.parametrize("name", corpus.MODEL_NAMES + corpus.NOT_NAMES)
 def test_model_names_and_paths(name, monkeypatch) -> None:
-    from attnviz.hooked import load_model
+    from attnviz.engine.hooked import load_model
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # nothing may be downloaded
     model = engine_call(load_model, name, device="cpu")
@@ -218,7 +218,7 @@ def test_model_names_and_paths(name, monkeypatch) -> None:
 
 
 def test_model_errors_name_no_resolved_folder(monkeypatch) -> None:
-    from attnviz.hooked import load_model
+    from attnviz.engine.hooked import load_model
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     for name in ("~", "../../../../etc", "/tmp"):
@@ -237,17 +237,18 @@ def test_configs(kwargs) -> None:
 
 @pytest.mark.parametrize("kwargs", corpus.KNOBS, ids=[str(k)[:40] for k in corpus.KNOBS])
 def test_knobs(minilm, kwargs) -> None:
-    from attnviz.hooked import trace_model
+    from attnviz.engine.hooked import trace_model
 
     kwargs = {"text_pair": None, **kwargs}
     engine_call(trace_model, minilm, SENT, **kwargs)
 
 
 def _lesson_calls() -> list:
-    from attnviz import costs, lessons
-    from attnviz.positions import norm_example
-    from attnviz.sharing import comparison, kv_head_of
-    from attnviz.walkthrough import walkthrough
+    from attnviz.lessons import costs
+    from attnviz.lessons import scaling as lessons
+    from attnviz.lessons.positions import norm_example
+    from attnviz.lessons.sharing import comparison, kv_head_of
+    from attnviz.lessons.walkthrough import walkthrough
 
     inf, nan = math.inf, math.nan
     return [

@@ -50,7 +50,7 @@ def test_a_message_is_english_text_that_a_page_can_show_in_chinese():
 
 
 def test_the_loader_reports_its_steps_as_messages(tmp_path):
-    from attnviz.hooked import load_model
+    from attnviz.engine.hooked import load_model
     from attnviz.i18n import Message
 
     said: list = []

@@ -6,14 +6,14 @@ import re
 
 import pytest
 
-from attnviz.lesson_path import LESSON, Stop, neighbours, total_minutes
-from tests.apphelpers import ROOT, app
+from attnviz.lessons.path import LESSON, Stop, neighbours, total_minutes
+from tests.apphelpers import APP_DIR, ROOT, app
 
 
 def test_lesson_is_45_minutes_and_every_page_exists() -> None:
     assert total_minutes() == 45
     for stop in LESSON:
-        assert (ROOT / stop.path).exists(), stop.path
+        assert (APP_DIR / stop.path).exists(), stop.path
     assert neighbours(LESSON[0].name)[0] is None and neighbours(LESSON[-1].name)[2] is None
     with pytest.raises(ValueError, match="lesson path"):
         neighbours("nowhere")
@@ -22,7 +22,7 @@ def test_lesson_is_45_minutes_and_every_page_exists() -> None:
 
 
 def test_navigation_lists_the_classroom_pages_in_lesson_order() -> None:
-    router = (ROOT / "app.py").read_text()
+    router = (ROOT / "attnviz" / "app.py").read_text()
     listed = re.findall(r'st\.Page\("(app_pages/[a-z_]+\.py)"', router)
     in_nav = [p for p in listed if p in {s.path for s in LESSON}]
     # the BERT page sits under Explore too; the rest appear in the order they are taught

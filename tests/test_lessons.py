@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnviz.lessons import (
+from attnviz.lessons.scaling import (
     KERNEL_3X3,
     heads_as_conv,
     kernel_from_heads,

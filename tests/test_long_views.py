@@ -10,9 +10,11 @@ import plotly.io as pio
 import pytest
 import torch
 
-from attnviz import StackConfig, figures, rollout, trace_text
-from attnviz.colour import SCALES, colour_scale
-from attnviz.lines import is_cjk, lines_figure, select_lines
+from attnviz import StackConfig, trace_text
+from attnviz.engine import rollout
+from attnviz.views import figures
+from attnviz.views.colour import SCALES, colour_scale
+from attnviz.views.lines import is_cjk, lines_figure, select_lines
 from tests.apphelpers import app, decode, heatmap_specs, image_pixels, specs
 
 LONG_TEXT = " ".join(f"w{i}" for i in range(200))

@@ -7,7 +7,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnviz.markup import code, escape
+from attnviz.ui.markup import code, escape
 
 ACTIVE = set("\\`*_{}[]()#+-.!|<>:$~=&")
 

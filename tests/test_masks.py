@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz import masks
-from attnviz.stack import trace_text
+from attnviz.engine.stack import trace_text
+from attnviz.lessons import masks
 from tests.apphelpers import app, heatmap_specs, page_text, z_of
 
 MASKS_PAGE = "app_pages/masks.py"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnviz.costs import kv_cache_bytes
-from attnviz.grouping import expanded_error, mode
-from attnviz.model_figures import next_tokens
-from attnviz.next_token import probabilities, top_k
-from attnviz.trace import LayerTrace, Trace
+from attnviz.engine.grouping import expanded_error, mode
+from attnviz.engine.next_token import probabilities, top_k
+from attnviz.engine.trace import LayerTrace, Trace
+from attnviz.lessons.costs import kv_cache_bytes
+from attnviz.views.model_figures import next_tokens
 
 
 def fake(logits: list[float]) -> Trace:

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 import attnviz
-from attnviz.notebook import VIEWS
 from attnviz.ui.common import DEFAULT_TEXT
+from attnviz.views.notebook import VIEWS
 from tests.apphelpers import ROOT, app, specs
 
 

@@ -14,8 +14,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from attnviz import figures
 from attnviz.i18n import translate
+from attnviz.views import figures
 from tests.apphelpers import app, specs
 
 LONG_TEXT = " ".join(["the cat sat on the mat near the river while a dog slept"] * 12)  # ~145

@@ -90,4 +90,4 @@ def test_a_wheel_without_the_app_files_says_how_to_run_it(tmp_path) -> None:
     (tmp_path / "attnviz").mkdir()
     with pytest.raises(ValueError, match=r"(?s)regular wheel.*pip install -e \."):
         app_file(tmp_path)
-    assert app_file() == ROOT / "app.py"
+    assert app_file() == ROOT / "attnviz" / "app.py"

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from attnviz import StackConfig
-from attnviz.positions import compare_norms, norm_example, order_blindness
+from attnviz.lessons.positions import compare_norms, norm_example, order_blindness
 
 
 @pytest.mark.parametrize("layers", [1, 2])

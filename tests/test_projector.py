@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from attnviz import figures
-from attnviz.projector import enlarge
+from attnviz.views import figures
+from attnviz.views.projector import enlarge
 from tests.apphelpers import app
 
 PAGES = [
@@ -62,7 +62,7 @@ def test_a_table_of_sentences_wraps_outside_projector_mode_too() -> None:
 
 
 def test_the_mosaic_is_sized_for_the_narrower_page_of_projector_mode() -> None:
-    from attnviz import views
+    from attnviz.views import panels as views
 
     def mosaic_height(at) -> int:
         mosaic = next(c for c in at.get("plotly_chart") if c.proto.id.endswith("-mosaic"))
@@ -79,8 +79,8 @@ def test_the_mosaic_is_sized_for_the_narrower_page_of_projector_mode() -> None:
 def test_a_line_break_in_a_title_is_kept_and_nothing_else_becomes_markup() -> None:
     """Why √d_k's three charts share a third of the page each: their titles break into two lines
     (a "\\n" in the string), and the top margin grows by a line so the title stays off the plot."""
-    from attnviz import figures
     from attnviz.i18n import translate
+    from attnviz.views import figures
 
     for lang in ("en", "zh"):
         title = translate("ws.jac_title", lang)

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from attnviz import StackConfig, trace_text
-from attnviz.attention import expand_kv
-from attnviz.validate import TEMPERATURE_RANGE
+from attnviz.engine.attention import expand_kv
+from attnviz.engine.validate import TEMPERATURE_RANGE
 
 STACK_EXAMPLES = 300
 MODEL_EXAMPLES = 150
@@ -104,7 +104,7 @@ def tiny():
 
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from attnviz.hooked import load_model, resolve
+    from attnviz.engine.hooked import load_model, resolve
 
     with tempfile.TemporaryDirectory() as folder:
         tokenizer = AutoTokenizer.from_pretrained(resolve(None)[0])
@@ -135,7 +135,7 @@ def tiny():
 def test_model_invariants_for_any_knobs(
     tiny, text, pair, use_scale, temperature, ablate, hide, max_length
 ) -> None:
-    from attnviz.hooked import trace_model
+    from attnviz.engine.hooked import trace_model
 
     trace = trace_model(
         tiny,

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz import StackConfig, figures, trace_text
-from attnviz.bytecache import ByteCache
-from attnviz.trace import LayerTrace, compact, pooled_weights, to_view
+from attnviz import StackConfig, trace_text
+from attnviz.engine.trace import LayerTrace, compact, pooled_weights, to_view
+from attnviz.serve.bytecache import ByteCache
+from attnviz.views import figures
 from tests.apphelpers import ROOT, app, image_pixels, specs
 
 
@@ -44,7 +45,7 @@ def test_mosaic_is_a_small_image_and_the_same_from_pooled_weights() -> None:
     big = torch.softmax(torch.randn(2, 3, 100, 90), -1)  # [layer, head, q, k]
     lt = [LayerTrace(big[i], big[i], big[i], big[i], 1.0, None, big[i], big[i], big[i, 0])
           for i in range(2)]  # fmt: skip
-    from attnviz.trace import Trace
+    from attnviz.engine.trace import Trace
 
     tr = Trace(tokens=[str(i) for i in range(100)], layers=lt, source="t")
     ref = torch.nn.functional.adaptive_avg_pool2d(big.flatten(0, 1), (48, 48)).view(2, 3, 48, 48)
@@ -174,7 +175,7 @@ def test_head_change_on_the_overview_leaves_the_mosaic_unchanged() -> None:
 
 
 def test_the_csv_is_built_only_when_downloaded(monkeypatch) -> None:
-    from attnviz import frames
+    from attnviz.views import frames
 
     calls = []
     real = frames.matrix_frame
@@ -190,8 +191,8 @@ def test_the_csv_is_built_only_when_downloaded(monkeypatch) -> None:
     [("English", "Loading the weights of sentence"), ("中文", "正在加载 sentence")],
 )
 def test_bert_page_shows_progress_while_the_model_loads(monkeypatch, lang, shown) -> None:
-    from attnviz import warmup
     from attnviz.i18n import Message
+    from attnviz.serve import warmup
 
     app("app_pages/bert.py")  # the model is loaded (and the loader has run)
     monkeypatch.setattr(warmup, "_done", threading.Event())  # as if still loading
@@ -199,7 +200,7 @@ def test_bert_page_shows_progress_while_the_model_loads(monkeypatch, lang, shown
     monkeypatch.setitem(warmup._state, "message", step)
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at = AppTest.from_file(str(ROOT / "attnviz" / "app.py"), default_timeout=60)
     at.query_params["lang"] = lang
     at.switch_page("app_pages/bert.py")
     at.run()
@@ -210,7 +211,7 @@ def test_bert_page_shows_progress_while_the_model_loads(monkeypatch, lang, shown
 
 def test_warmup_loads_the_model_then_freezes_the_collector() -> None:
     code = (
-        "import gc; from attnviz import warmup; warmup.start(); m = warmup.bundled_model(); "
+        "import gc; from attnviz.serve import warmup; warmup.start(); m = warmup.bundled_model(); "
         "print(m.n_layers, gc.get_freeze_count() > 100_000)"
     )
     out = subprocess.run(
@@ -243,9 +244,9 @@ def test_serve_renders_the_pages_before_it_opens_and_pins_their_traces() -> None
     """`make run` opens the server warm: the landing pages rendered once, their traces kept."""
     code = (
         "import gc\n"
-        "from attnviz.ui import serve\n"
+        "from attnviz.ui import launch as serve\n"
         "from attnviz.ui.caching import trace_cache\n"
-        "ok = serve.prime('app.py')\n"
+        "ok = serve.prime('attnviz/app.py')\n"
         "cache = trace_cache()\n"
         "freed = cache.release(lambda session: False)  # every session that read them has ended\n"
         "keys = sorted(str(k[0]) for k in cache._entries)\n"
@@ -262,7 +263,7 @@ def test_serve_renders_the_pages_before_it_opens_and_pins_their_traces() -> None
     "var,value", [("ATTNVIZ_TRACE_WORKERS", "3"), ("ATTNVIZ_CACHE_BYTES", "5")]
 )
 def test_budget_reads_the_serving_limits_from_the_environment(monkeypatch, var, value) -> None:
-    from attnviz.budget import Budget, _from_env
+    from attnviz.engine.budget import Budget, _from_env
 
     monkeypatch.setenv(var, value)
     b = Budget(**_from_env())
@@ -293,8 +294,8 @@ def test_downloads_kept_with_the_session_do_not_hold_the_whole_trace(monkeypatch
 def test_figures_built_without_validation_are_the_same_figures(monkeypatch) -> None:
     """The app skips plotly's validation when it builds a mosaic or a heatmap; what it sends must
     be what the validated build (the tests' mode) sends."""
-    from attnviz import views
     from attnviz.i18n import translate
+    from attnviz.views import panels as views
 
     assert figures._VALIDATE  # tests/conftest.py
     trace = trace_text("the cat sat on the mat", StackConfig(d_model=16, n_heads=4, n_layers=2))
@@ -381,8 +382,8 @@ def test_specs_made_straight_from_the_dicts_send_what_the_figures_send(monkeypat
     import plotly.tools
     import streamlit  # noqa: F401  (its template is the default one, as in the app)
 
-    from attnviz import views
     from attnviz.i18n import translate
+    from attnviz.views import panels as views
 
     monkeypatch.setattr(figures, "_VALIDATE", False)  # the app's mode
     trace = trace_text("the cat sat on the mat", StackConfig(d_model=16, n_heads=4, n_layers=2))
@@ -484,7 +485,7 @@ def test_traces_are_made_in_threads_that_stay_and_counted_for_the_collector(monk
 
 def _blocked(batcher):
     """Occupy a one-thread batcher until the returned event is set, so that jobs queue."""
-    from attnviz.batcher import Batcher  # noqa: F401  (the type of `batcher`)
+    from attnviz.serve.batcher import Batcher  # noqa: F401  (the type of `batcher`)
 
     go, started = threading.Event(), threading.Event()
     first = batcher.submit(None, None, lambda items: [started.set() or go.wait(10)])
@@ -493,7 +494,7 @@ def _blocked(batcher):
 
 
 def test_waiting_jobs_of_one_group_run_as_one_call_in_arrival_order() -> None:
-    from attnviz.batcher import Batcher
+    from attnviz.serve.batcher import Batcher
 
     calls = []
 
@@ -518,7 +519,7 @@ def test_waiting_jobs_of_one_group_run_as_one_call_in_arrival_order() -> None:
 
 
 def test_a_batch_holds_at_most_its_weight_and_a_heavy_job_goes_alone() -> None:
-    from attnviz.batcher import Batcher
+    from attnviz.serve.batcher import Batcher
 
     calls = []
 
@@ -535,7 +536,7 @@ def test_a_batch_holds_at_most_its_weight_and_a_heavy_job_goes_alone() -> None:
 
 
 def test_a_failing_batch_is_run_again_one_job_at_a_time() -> None:
-    from attnviz.batcher import Batcher
+    from attnviz.serve.batcher import Batcher
 
     calls = []
 
@@ -560,8 +561,8 @@ def test_a_failing_batch_is_run_again_one_job_at_a_time() -> None:
 def test_sentences_typed_at_once_share_a_forward_and_get_their_own_traces(monkeypatch) -> None:
     """The BERT page's traces: sessions waiting at the same moment get one trace_each call, and
     each trace is the one the session would have got alone."""
-    from attnviz.hooked import load_model, trace_model
-    from attnviz.ui import bert, caching
+    from attnviz.engine.hooked import load_model, trace_model
+    from attnviz.ui import caching, models
 
     model = load_model()
     texts = ["the cat sat on the mat", "a much longer sentence than the first one is", "short"]
@@ -576,7 +577,9 @@ def test_sentences_typed_at_once_share_a_forward_and_get_their_own_traces(monkey
     key = ("test-batched", id(model))
     out = {}
     threads = [
-        threading.Thread(target=lambda t=t: out.update({t: bert.bert_trace(model, key, t, None)}))
+        threading.Thread(
+            target=lambda t=t: out.update({t: models.model_trace(model, key, t, None)})
+        )
         for t in texts
     ]
     for thread in threads:
@@ -593,14 +596,14 @@ def test_sentences_typed_at_once_share_a_forward_and_get_their_own_traces(monkey
         for a, b in zip(out[text].layers, alone.layers, strict=True):
             torch.testing.assert_close(a.weights, b.weights, atol=5e-5, rtol=1e-4)
     # Masked tokens, a second sentence or a long input are made alone (trace_model).
-    bert.bert_trace(model, key, texts[0], None, mask_tokens=(1,))
-    bert.bert_trace(model, key, texts[0], "and a second sentence")
-    long = bert.bert_trace(model, key, "word " * 300, None)
+    models.model_trace(model, key, texts[0], None, mask_tokens=(1,))
+    models.model_trace(model, key, texts[0], "and a second sentence")
+    long = models.model_trace(model, key, "word " * 300, None)
     assert len(seen) == 1 and len(long.tokens) == 302
-    assert 2 * bert._batch_bytes(model, "word " * 300) > caching.BATCH_BYTES > 0
+    assert 2 * models._batch_bytes(model, "word " * 300) > caching.BATCH_BYTES > 0
     # A model that trace_each runs one text at a time is not batched at all.
     monkeypatch.setattr(model.call_tokenizer, "padding_side", "left")
-    assert bert._batch_bytes(model, texts[0]) == 0
+    assert models._batch_bytes(model, texts[0]) == 0
 
 
 def test_a_forward_uses_every_core_alone_and_one_while_others_run() -> None:

@@ -13,7 +13,7 @@ import gc
 
 import pytest
 
-from attnviz.trace import Trace
+from attnviz.engine.trace import Trace
 from attnviz.ui.caching import trace_cache
 from tests.apphelpers import app
 

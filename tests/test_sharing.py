@@ -3,7 +3,7 @@
 import pytest
 
 from attnviz import StackConfig
-from attnviz.sharing import kv_head_of, sharing_check
+from attnviz.lessons.sharing import kv_head_of, sharing_check
 
 
 def test_kv_head_of_follows_torch_enable_gqa() -> None:
@@ -23,7 +23,7 @@ def test_equivalences_hold(n_kv: int, causal: bool) -> None:
 
 
 def test_comparison_numbers_shrink_with_sharing() -> None:
-    from attnviz.sharing import comparison
+    from attnviz.lessons.sharing import comparison
 
     table = comparison(StackConfig(d_model=512, n_heads=8, n_kv_heads=2), seq_len=1000)
     mha, mqa, gqa = table["MHA"], table["MQA"], table["GQA (G = 2)"]

@@ -11,11 +11,11 @@ import torch
 import torch.nn.functional as F
 
 from attnviz import StackConfig, Trace, trace_text
-from attnviz.attention import attend
-from attnviz.sharing import expand_to_mha
-from attnviz.stack import build_weights, run_stack
-from attnviz.tokenize import tokenize
-from attnviz.trace import head_stats
+from attnviz.engine.attention import attend
+from attnviz.engine.stack import build_weights, run_stack
+from attnviz.engine.tokenize import tokenize
+from attnviz.engine.trace import head_stats
+from attnviz.lessons.sharing import expand_to_mha
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 
@@ -250,7 +250,7 @@ def test_head_stats_on_known_patterns() -> None:
     layers = []
     for w in (uniform, identity):
         zeros = torch.zeros(1, n, 2)
-        from attnviz.trace import LayerTrace
+        from attnviz.engine.trace import LayerTrace
 
         layers.append(LayerTrace(zeros, zeros, zeros, w, 1.0, None, w, zeros, zeros[0]))
     stats = head_stats(Trace(tokens=list("abcde"), layers=layers, source="test"))
@@ -271,6 +271,9 @@ def test_scaling_off_sharpens_the_weights() -> None:
 
 
 def test_import_attnviz_does_not_import_streamlit() -> None:
-    code = "import sys, attnviz, attnviz.figures, attnviz.frames; print('streamlit' in sys.modules)"
+    code = (
+        "import sys, attnviz, attnviz.views.figures, attnviz.views.frames; "
+        "print('streamlit' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

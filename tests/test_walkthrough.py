@@ -3,7 +3,7 @@
 import torch
 import torch.nn.functional as F
 
-from attnviz.walkthrough import column_form, walkthrough
+from attnviz.lessons.walkthrough import column_form, walkthrough
 
 
 def test_default_is_the_notes_four_tokens_with_d_k_4() -> None:

@@ -1,4 +1,4 @@
-"""attnviz.whatif against the bundled model: what silencing a head moves and what it cannot."""
+"""attnviz.engine.whatif on the bundled model: what silencing a head moves and what it cannot."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attnviz import load_model, trace_model
-from attnviz.whatif import compare, head_ids, parse_head_ids
+from attnviz.engine.whatif import compare, head_ids, parse_head_ids
 
 TEXT = "The animal didn't cross the street because it was too tired"
 

@@ -34,7 +34,7 @@ def server(env: dict | None = None, log: Path | None = None):
     port = free_port()
     out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "attnviz" / "app.py"),
          "--server.headless", "true", "--server.port", str(port), "--server.address", "127.0.0.1",
          "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
         cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},

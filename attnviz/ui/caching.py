@@ -1,5 +1,5 @@
-"""Trace caches for the whole server, bounded by bytes (attnviz.budget: cache_bytes), compact
-(attnviz.trace.compact), and released when the sessions that read them end."""
+"""Trace caches for the whole server, bounded by bytes (attnviz.engine.budget: cache_bytes), compact
+(attnviz.engine.trace.compact), and released when the sessions that read them end."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ import torch
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from attnviz.batcher import Batcher
-from attnviz.budget import budget
-from attnviz.bytecache import ByteCache
-from attnviz.trace import Trace, compact
+from attnviz.engine.budget import budget
+from attnviz.engine.trace import Trace, compact
+from attnviz.serve.batcher import Batcher
+from attnviz.serve.bytecache import ByteCache
 
 SWEEP_S = 5.0  # how often traces of ended sessions are released and garbage cycles collected
 SOON_S = 0.25  # the least time between two collections

@@ -6,12 +6,12 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from attnviz import markup
-from attnviz.config import StackConfig
-from attnviz.figures import PLOTLY_CONFIG, Spec
+from attnviz.engine.config import StackConfig
+from attnviz.engine.stack import trace_text
+from attnviz.engine.trace import Trace
 from attnviz.i18n import LANGUAGES, examples, language_of, translate
-from attnviz.stack import trace_text
-from attnviz.trace import Trace
+from attnviz.ui import markup
+from attnviz.views.figures import PLOTLY_CONFIG, Spec
 
 PAIR_SEP = "|||"
 DEFAULT_TEXT = next(iter(examples("en").values()))
@@ -166,7 +166,7 @@ def chart(fig, key: str | None = None, name: str | None = None, **kwargs) -> obj
     if st.session_state.get("projector"):
         import plotly.graph_objects as go
 
-        from attnviz.projector import enlarge
+        from attnviz.views.projector import enlarge
 
         # A copy: the figure may be cached (the overview's mosaic, per trace), and enlarging it
         # in place grew its fonts again on every rerun.
@@ -214,7 +214,7 @@ def kv_follow(n_heads: int, old_heads: int, old_kv: int) -> int:
     """The K/V heads after the query heads moved from old_heads to n_heads, keeping the kind:
     MHA stays MHA (K/V = heads), MQA stays MQA (1), GQA keeps its group size where it can and
     otherwise takes the nearest K/V count that is still grouped (1 < K/V < heads)."""
-    from attnviz.config import divisors
+    from attnviz.engine.config import divisors
 
     if old_kv == old_heads:
         return n_heads
@@ -229,7 +229,7 @@ def kv_follow(n_heads: int, old_heads: int, old_kv: int) -> int:
 
 def kv_slider(label: str, n_heads: int, key: str, default: int, **kwargs) -> int:
     """The K/V-heads slider under a heads slider: when the heads change, the sharing kind stays."""
-    from attnviz.config import divisors
+    from attnviz.engine.config import divisors
 
     seen = f"_{key}_heads"  # the heads this slider was last drawn for
     old_heads = st.session_state.get(seen)
@@ -256,7 +256,7 @@ D_MODELS = [8, 16, 32, 64, 128, 256, 512, 1024]
 def stack_controls(defaults: dict | None = None) -> StackConfig | None:
     """The Playground's sliders; only valid combinations are reachable. None (with a message) if
     the settings still do not fit together."""
-    from attnviz.config import divisors
+    from attnviz.engine.config import divisors
     from attnviz.ui import limits
 
     d = {"d_model": 64, "heads": 4, "layers": 1, **(defaults or {})}
@@ -358,14 +358,14 @@ def run_stack_trace(config: StackConfig, say: bool = True) -> Trace | None:
 def cached_walkthrough(
     text: str, d_k: int, use_scale: bool, causal: bool, temperature: float = 1.0
 ):
-    from attnviz.walkthrough import walkthrough
+    from attnviz.lessons.walkthrough import walkthrough
 
     return walkthrough(text, d_k=d_k, use_scale=use_scale, causal=causal, temperature=temperature)
 
 
 def numbers(matrix, cols, rows, title: str, key: str, highlight: int | None = None, signed=True):
     """A small matrix drawn with its numbers in the cells."""
-    from attnviz import figures
+    from attnviz.views import figures
 
     n = len(rows)
     fig = figures.heatmap(
@@ -391,7 +391,7 @@ def numbers(matrix, cols, rows, title: str, key: str, highlight: int | None = No
 
 @st.cache_resource(max_entries=32, show_spinner=False)
 def cached_sharing_check(text: str, config: StackConfig):
-    from attnviz.sharing import sharing_check
+    from attnviz.lessons.sharing import sharing_check
 
     return sharing_check(text, config)
 
@@ -399,14 +399,14 @@ def cached_sharing_check(text: str, config: StackConfig):
 @st.cache_resource(show_spinner=False)
 def cached_sweeps() -> tuple[list[dict], list[dict]]:
     """The variance and saturation sweeps of the Why-√d_k page: deterministic, computed once."""
-    from attnviz.lessons import saturation_sweep, variance_sweep
+    from attnviz.lessons.scaling import saturation_sweep, variance_sweep
 
     return variance_sweep(n_samples=20_000), saturation_sweep()
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def cached_order_check(text_a: str, text_b: str, config: StackConfig):
-    from attnviz.positions import order_blindness
+    from attnviz.lessons.positions import order_blindness
 
     return order_blindness(text_a, text_b, config)
 

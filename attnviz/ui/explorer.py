@@ -10,9 +10,9 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attnviz import figures, frames, markup, views
-from attnviz.links import default_link
-from attnviz.trace import Trace, heads_linking, mean_entropy, mean_max_weight
+from attnviz.engine.links import default_link
+from attnviz.engine.trace import Trace, heads_linking, mean_entropy, mean_max_weight
+from attnviz.ui import markup
 from attnviz.ui.caching import per_trace, trace_fragment
 from attnviz.ui.common import (
     chart,
@@ -32,6 +32,8 @@ from attnviz.ui.long import (
 )
 from attnviz.ui.projector import on as projector_on
 from attnviz.ui.projector import table as show_table
+from attnviz.views import figures, frames
+from attnviz.views import panels as views
 
 HEAD_MAPS_KEPT = 6  # one head's three maps kept ready per trace (short inputs only)
 VIEWS = ("heads", "overview", "detail", "lines", "rollout", "query", "link", "outputs", "stats")
@@ -402,8 +404,8 @@ def stats(trace: Trace) -> None:
 def export_json(trace: Trace) -> None:
     """The small JSON (sentence, knobs, weights at 3 decimals) and, only when asked, every tensor
     at float32 as .npz: both built on click, not on every rerun."""
-    from attnviz import export
     from attnviz.ui.common import pair, text
+    from attnviz.views import export
 
     sentence, second = text(), pair()
     stem = f"trace_{export.slug(trace.source)}_{len(trace.tokens)}tokens"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attnviz.lesson_path import LESSON, neighbours
+from attnviz.lessons.path import LESSON, neighbours
 from attnviz.ui.common import t
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attnviz.budget import budget, check_stack_run
-from attnviz.config import StackConfig
-from attnviz.tokenize import tokenize
+from attnviz.engine.budget import budget, check_stack_run
+from attnviz.engine.config import StackConfig
+from attnviz.engine.tokenize import tokenize
 
 
 def tokens_of(text: str | None) -> int:

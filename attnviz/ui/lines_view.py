@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attnviz.lines import is_cjk, lines_figure
-from attnviz.trace import Trace
+from attnviz.engine.trace import Trace
 from attnviz.ui.caching import trace_fragment
 from attnviz.ui.common import chart, t, url_seed, url_sync
 from attnviz.ui.long import LONG, pick_window
+from attnviz.views.lines import is_cjk, lines_figure
 
 PAIRS = ("all", "ab", "ba", "aa", "bb")
 

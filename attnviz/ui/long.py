@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attnviz import views
-from attnviz.colour import SCALES
-from attnviz.trace import Trace
+from attnviz.engine.trace import Trace
 from attnviz.ui.common import numbered, t, url_seed, url_sync
-from attnviz.views import LONG, default_scale
+from attnviz.views import panels as views
+from attnviz.views.colour import SCALES
+from attnviz.views.panels import LONG, default_scale
 
 
 def pick_scale(n: int, key: str = "wscale", short: str = "fixed") -> str:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attnviz import figures, markup, model_figures
-from attnviz.next_token import top_k
-from attnviz.trace import Trace
+from attnviz.engine.next_token import top_k
+from attnviz.engine.trace import Trace
+from attnviz.ui import markup
 from attnviz.ui.common import chart, t, url_seed, url_sync
+from attnviz.views import figures, model_figures
 
 PARTS = ("encoder", "decoder", "cross")
 PREFIX = {"encoder": "E", "decoder": "D", "cross": "X"}  # heads of an encoder-decoder: E0H3
@@ -102,10 +103,10 @@ def _next_caption(rows, compared: bool) -> None:
 def grouping_section(text: str) -> None:
     """The MHA·MQA·GQA page's part about a real model: its grouping, its K per kv head, a live
     check that expanding K reproduces its weights, and what the grouping saves in the cache."""
-    from attnviz.costs import kv_cache_bytes
-    from attnviz.grouping import expanded_error, mode
-    from attnviz.sharing import kv_head_of
-    from attnviz.ui import bert
+    from attnviz.engine.grouping import expanded_error, mode
+    from attnviz.lessons.costs import kv_cache_bytes
+    from attnviz.lessons.sharing import kv_head_of
+    from attnviz.ui import models
 
     st.subheader(t("pm.gqa_title"))
     if "sh_model" not in st.session_state and "sh_model" not in st.query_params:
@@ -116,7 +117,7 @@ def grouping_section(text: str) -> None:
     if not name.strip():
         st.caption(t("pm.gqa_none"))
         return
-    model = bert.get_model(name.strip(), "auto")
+    model = models.get_model(name.strip(), "auto")
     if model is None:
         return
     h, kv = model.n_heads, model.n_kv_heads or model.n_heads
@@ -134,7 +135,7 @@ def grouping_section(text: str) -> None:
     kv_of = kv_head_of(h, kv)
     chart(figures.sharing_diagram(kv_of, q_label=t("pg.heads"), kv_label=t("sh.kv")), key="real")
     try:
-        trace = bert.bert_trace(model, (model.name, model.device, "float32"), text, None)
+        trace = models.model_trace(model, (model.name, model.device, "float32"), text, None)
     except ValueError as err:
         st.info(str(err))
         return

@@ -3,7 +3,7 @@
 Two layers of CSS: BASE always applies and keeps labels from being cut off at any zoom (they wrap,
 and narrow columns stack); PROJECTOR grows the UI text and darkens the light grey captions. Tables
 (st.dataframe draws on a canvas) keep their size: CSS zoom on them overflowed the page. Figures
-grow in ui.chart through attnviz.projector.enlarge.
+grow in ui.chart through attnviz.views.projector.enlarge.
 """
 
 from __future__ import annotations

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attnviz import markup, views
-from attnviz.trace import Trace
+from attnviz.engine.trace import Trace
+from attnviz.ui import markup
 from attnviz.ui.caching import trace_fragment
 from attnviz.ui.common import chart, t
 from attnviz.ui.long import pick_scale
+from attnviz.views import panels as views
 
 
 @trace_fragment

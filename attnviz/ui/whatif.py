@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attnviz import figures, markup
-from attnviz.trace import Trace
+from attnviz.engine.trace import Trace
+from attnviz.engine.whatif import WhatIf
+from attnviz.ui import markup
 from attnviz.ui.common import chart, t
-from attnviz.whatif import WhatIf
+from attnviz.views import figures
 
 
 def followed_head(trace: Trace) -> tuple[int, int]:

@@ -67,7 +67,7 @@ def server() -> str:
                 "-m",
                 "streamlit",
                 "run",
-                str(ROOT / "app.py"),
+                str(ROOT / "attnviz" / "app.py"),
                 "--server.headless",
                 "true",
                 "--server.port",

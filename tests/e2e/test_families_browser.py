@@ -19,7 +19,7 @@ def _build(tmp_path_factory) -> dict[str, str]:
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, BartConfig
 
-    from attnviz.hooked import resolve
+    from attnviz.engine.hooked import resolve
     from tests.test_families import CONFIGS, save
 
     tokenizer = AutoTokenizer.from_pretrained(resolve(None)[0])

@@ -26,7 +26,7 @@ def test_bert_overview_png_is_drawn_and_kept_on_head_change(size: str, request) 
 
 
 def test_the_first_visitor_of_make_run_gets_a_warm_page(browser) -> None:
-    """`python -m attnviz.ui.serve` (what `make run` starts) opens only once it is warm: the first
+    """`python -m attnviz.ui.launch` (what `make run` starts) opens only once it is warm: the first
     visitor, arriving the moment the server answers, never sees the loading message, and gets the
     overview at once. Timings are printed, not asserted (bench/load.py --cold-browser has them)."""
     import os
@@ -42,13 +42,14 @@ def test_the_first_visitor_of_make_run_gets_a_warm_page(browser) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ATTNVIZ_PRIME"}
     with open(ROOT / "out" / "e2e-serve-cold.log", "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "attnviz.ui.serve", "app.py", "--server.port", str(port),
+            [sys.executable, "-m", "attnviz.ui.launch", "attnviz/app.py",
+             "--server.port", str(port),
              "--server.headless", "true", "--server.fileWatcherType", "none",
              "--browser.gatherUsageStats", "false"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
-        assert wait_healthy(url, 300, poll=0.1), "python -m attnviz.ui.serve never answered"
+        assert wait_healthy(url, 300, poll=0.1), "python -m attnviz.ui.launch never answered"
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         t0 = time.perf_counter()
         page.goto(f"{url}/bert", wait_until="commit")

@@ -1,0 +1,28 @@
+"""attnviz: the router. Page setup, the shared sidebar, navigation; no tensor code here."""
+
+import streamlit as st
+
+from attnviz import ui
+
+st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
+ui.sidebar()
+
+explore = [
+    st.Page(
+        "app_pages/playground.py",
+        title=ui.t("nav.playground"),
+        icon=":material/tune:",
+        default=True,
+    ),
+    st.Page("app_pages/bert.py", title=ui.t("nav.bert"), icon=":material/psychology:"),
+]
+# The classroom pages in teaching order (attnviz.lessons.path; the lesson ends on the BERT page).
+lesson = [
+    st.Page("app_pages/step_by_step.py", title=ui.t("nav.steps"), icon=":material/footprint:"),
+    st.Page("app_pages/why_scale.py", title=ui.t("nav.why_scale"), icon=":material/functions:"),
+    st.Page("app_pages/masks.py", title=ui.t("nav.masks"), icon=":material/visibility_off:"),
+    st.Page("app_pages/multihead.py", title=ui.t("nav.multihead"), icon=":material/calculate:"),
+    st.Page("app_pages/sharing.py", title=ui.t("nav.sharing"), icon=":material/share:"),
+    st.Page("app_pages/positions.py", title=ui.t("nav.positions"), icon=":material/swap_horiz:"),
+]
+st.navigation({ui.t("nav.explore"): explore, ui.t("nav.lesson"): lesson}).run()

@@ -1,0 +1,114 @@
+"""Pretrained model (BERT, GPT-2, Llama, Qwen, Mistral, BART...): the real model's attention,
+every tensor, plus what-if knobs with a diff and, for decoders, the next token."""
+
+import streamlit as st
+
+from attnviz import ui
+from attnviz.engine import whatif
+from attnviz.serve.public import allowed_models, public
+from attnviz.ui import explorer, markup, models, pretrained
+from attnviz.ui import whatif as whatif_panel
+
+t = ui.t
+st.title(t("bert.title"))
+st.caption(t("bert.intro"))
+
+with st.sidebar:
+    if public():  # a class server: only the allowlist, never a typed name or folder
+        name = st.selectbox(
+            t("bert.model_public"), allowed_models(), key="model", bind="query-params"
+        )
+    else:
+        name = st.text_input(
+            t("bert.model"), key="model", help=t("bert.model_help"), bind="query-params"
+        )
+    device = ui.url_select(
+        st.selectbox,
+        t("bert.device"),
+        models.devices(),
+        "device",
+        "auto",
+        format_func={d: t(f"bert.device.{d}") for d in models.devices()}.get,
+    )
+    dtype = ui.url_select(  # by value in the URL: the "auto" option is translated
+        st.selectbox,
+        t("pm.dtype"),
+        models.DTYPES,
+        "dtype",
+        "float32",
+        help=t("pm.dtype_help"),
+        format_func={**{d: d for d in models.DTYPES}, "auto": t("bert.device.auto")}.get,
+    )
+
+model = models.get_model(name.strip() or None, device, dtype)
+if model is None:
+    st.stop()
+model_key = (model.name, model.device, dtype)
+pretrained.summary(model)
+if model.kind == "encoder-decoder":
+    st.caption(t("pm.pair_is_target"))
+
+# Folded: open, the knobs and results put the views ~900 px down the page. What a knob changed
+# shows right below it in one row (whatif_panel.results), and names the silenced heads.
+with st.expander(t("bert.whatif"), expanded=False):
+    st.caption(t("bert.whatif_help"))
+    c1, c2 = st.columns([1, 1])
+    use_scale = c1.toggle(t("pg.scale"), value=True, key="b_scale", bind="query-params")
+    temperature = c2.number_input(
+        t("pg.temperature"), 0.05, 20.0, value=1.0, step=0.25, key="b_temp", bind="query-params"
+    )
+    head_ids = pretrained.head_choices(model)
+    ablate_ids = st.multiselect(
+        t("bert.ablate"),
+        list(head_ids),
+        key="b_ablate",
+        placeholder=t("bert.pick_heads"),
+        bind="query-params",
+    )
+    base_trace = None
+    try:
+        base_trace = models.model_trace(model, model_key, ui.text(), ui.pair())
+    except (ValueError, TypeError) as err:
+        st.info(t("err.empty") if "empty" in str(err) else markup.escape(err))
+        st.stop()
+    tokens = base_trace.tokens
+    masked = st.multiselect(
+        t("bert.mask"),
+        range(len(tokens)),
+        format_func=ui.numbered(tokens),
+        key="b_mask",
+        placeholder=t("bert.pick_tokens"),
+        bind="query-params",
+    )
+
+ablate = tuple(head_ids[x] for x in ablate_ids if x in head_ids)
+knobs = dict(
+    use_scale=use_scale,
+    temperature=float(temperature),
+    ablate=ablate,
+    mask_tokens=tuple(masked),
+)
+changed = not use_scale or float(temperature) != 1.0 or ablate or masked
+trace = (
+    models.model_trace(model, model_key, ui.text(), ui.pair(), **knobs) if changed else base_trace
+)
+full_trace, full_base = trace, base_trace
+part = pretrained.pick_part(model)
+trace, base_trace = full_trace.part(part), full_base.part(part)
+ui.report_trace_notes(full_trace)
+n_unk = sum(tok == "[UNK]" for tok in trace.tokens)
+if n_unk:
+    st.warning(t("bert.unk", n=n_unk))
+
+follow = None
+if changed:
+    follow = whatif_panel.followed_head(trace)
+    whatif_panel.results(whatif.compare(trace, base_trace), trace, base_trace, follow)
+else:
+    st.caption(t("bert.no_change"))
+if model.kind != "encoder":
+    pretrained.next_tokens(model, full_trace, full_base if changed else None)
+
+explorer.explorer(trace, default_view="overview", follow=follow)
+
+ui.lesson_nav("bert")

@@ -1,0 +1,90 @@
+"""MHA, MQA and GQA (note 003): who shares which K/V, keys per group, live equivalence checks."""
+
+import pandas as pd
+import streamlit as st
+
+from attnviz import ui
+from attnviz.engine.config import StackConfig
+from attnviz.lessons.sharing import comparison, kv_head_of
+from attnviz.ui import pretrained
+from attnviz.views import figures
+
+t = ui.t
+st.title(t("sh.title"))
+st.caption(t("sh.intro"))
+
+c1, c2, c3 = st.columns(3)
+with c1:
+    d_model = ui.choice_slider(t("pg.d_model"), [64, 128, 256, 512, 1024], "sh_d", 512)
+with c2:
+    n_heads = ui.choice_slider(t("pg.heads"), [1, 2, 4, 8, 16], "sh_h", 8)
+with c3:
+    n_kv = ui.kv_slider(t("sh.kv"), n_heads, "sh_kv", 4 if n_heads >= 4 else 1)
+config = StackConfig(d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv)
+
+st.markdown(
+    t("sh.mode", mode=config.sharing, h=n_heads, kv=n_kv, g=n_heads // n_kv),
+)
+kv_of = kv_head_of(n_heads, n_kv)
+ui.chart(
+    figures.sharing_diagram(kv_of, q_label=t("sh.q_heads"), kv_label=t("sh.kv_row")), key="diagram"
+)
+st.caption(t("sh.rule"))
+
+trace = ui.run_stack_trace(config)
+if trace is not None:
+    st.subheader(t("sh.keys"))
+    layer = trace.layers[0]
+    per_row = min(n_kv, 4)
+    cells = ui.grid(n_kv, per_row)
+    for g in range(n_kv):
+        heads = ", ".join(str(h) for h in range(n_heads) if kv_of[h] == g)
+        fig = figures.vectors(
+            layer.k[g],
+            trace.key_tokens,
+            title=t("sh.k_title", g=g, heads=heads),
+            value_name="k",
+            height=320,
+            max_ticks=8,
+            y_title=t("w.key"),
+            x_title=t("w.dim"),
+            show_scale=False,
+        )
+        with cells[g]:
+            ui.chart(fig, key=f"k_{g}")
+
+    st.subheader(t("sh.check"))
+    check = ui.cached_sharing_check(ui.text(), config)
+    m1, m2, m3 = st.columns(3)
+    m1.metric(t("sh.check_tied"), f"{check.gqa_vs_tied_mha:.1e}")
+    m2.metric(t("sh.check_all"), f"{check.all_groups_vs_mha:.1e}")
+    m3.metric(t("sh.check_one"), f"{check.one_group_vs_mqa:.1e}")
+    st.caption(t("sh.check_help"))
+
+st.subheader(t("sh.table"))
+seq_len = 4096
+numbers = comparison(config, seq_len=seq_len)
+mha, mqa, gqa = numbers.values()
+own, group, shared = t("sh.own"), t("sh.shared_group"), t("sh.shared_all")
+rows = {
+    t("sh.row.q"): (own, own, own),
+    t("sh.row.k"): (own, shared, group),
+    t("sh.row.v"): (own, shared, group),
+    t("sh.row.kv_heads"): tuple(str(c["kv_heads"]) for c in (mha, mqa, gqa)),
+    t("sh.row.params"): tuple(f"{c['params']:,}" for c in (mha, mqa, gqa)),
+    t("sh.row.kv_params"): tuple(f"{c['kv_params']:,}" for c in (mha, mqa, gqa)),
+    t("sh.row.cache", n=seq_len): tuple(
+        f"{c['cache_bytes'] / 2**20:,.2f} MiB" for c in (mha, mqa, gqa)
+    ),
+    t("sh.row.flex"): (t("sh.flex.mha"), t("sh.flex.mqa"), t("sh.flex.gqa")),
+    t("sh.row.use"): (t("sh.use.mha"), t("sh.use.mqa"), t("sh.use.gqa")),
+}
+ui.table(
+    pd.DataFrame(rows, index=list(numbers)).T.reset_index(names=""),
+    hide_index=True,
+    wrap=True,  # sentences in its cells ("the usual compromise in recent LLMs")
+)
+
+pretrained.grouping_section(ui.text())
+
+ui.lesson_nav("sharing")

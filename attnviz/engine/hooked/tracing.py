@@ -1,0 +1,442 @@
+"""Tracing: run a loaded model once with the recorder and knobs, and build one Trace per input."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from attnviz.engine import validate
+from attnviz.engine.budget import budget, model_trace_bytes
+from attnviz.engine.hooked.families import CROSS, DECODER, POST_LN, SPECIAL_ROLES
+from attnviz.engine.hooked.intercept import Knobs, Recording
+from attnviz.engine.hooked.loading import LoadedModel
+from attnviz.engine.trace import LayerTrace, Trace
+
+
+@dataclass(frozen=True)
+class _Call:
+    """The arguments of one trace call, each checked once, in their canonical types."""
+
+    texts: list[str]
+    pairs: list[str] | None  # one second sentence per text, or None
+    limit: int  # tokens per input (max_length)
+    use_scale: bool
+    temperature: float
+    heads: frozenset[tuple[int, int]]  # (block, head) to silence
+    mask_tokens: tuple[int, ...]
+
+
+def _checked(
+    model: LoadedModel,
+    texts: object,
+    text_pairs: object,
+    use_scale: object,
+    temperature: object,
+    ablate: object,
+    mask_tokens: object,
+    max_length: object,
+    batch: int | None = None,
+) -> _Call:
+    """Every argument of a trace call checked (validate.model_inputs and validate.knobs, then the
+    silenced heads against the model); `batch`: inputs one forward holds, for the budget (default:
+    all of them)."""
+    texts, pairs, limit = validate.model_inputs(model, texts, text_pairs, max_length, batch)
+    use_scale, temperature, ablate, mask_tokens = validate.knobs(
+        use_scale, temperature, ablate, mask_tokens
+    )
+    for layer, head in sorted(ablate):
+        n_heads = model.blocks[layer].n_heads if 0 <= layer < len(model.blocks) else model.n_heads
+        if not (0 <= layer < model.n_blocks and 0 <= head < n_heads):
+            raise ValueError(
+                f"ablate=({layer}, {head}) is outside the model: layers 0..{model.n_blocks - 1}, "
+                f"heads 0..{model.n_heads - 1}"
+            )
+    if pairs is not None and any(p is not None for p in pairs):
+        if len(pairs) != len(texts) or not all(pairs):
+            raise ValueError("text_pairs needs one non-empty second sentence per text")
+    else:
+        pairs = None
+    return _Call(texts, pairs, limit, use_scale, temperature, ablate, mask_tokens)
+
+
+def _encode(
+    model: LoadedModel, texts: list[str], pairs: list[str] | None, limit: int
+) -> tuple[dict[str, torch.Tensor], list[int]]:
+    """Tokenized batch (truncated to `limit`, padded) and each item's untruncated length."""
+    tok = model.call_tokenizer
+    with model.call_lock:
+        # One token past the limit tells "fits" from "was cut" in one pass in the common case.
+        enc = tok(
+            texts, pairs, truncation=True, max_length=limit + 1, padding=True, return_tensors="pt"
+        )
+        lengths = enc["attention_mask"].sum(-1).tolist()  # [batch]
+        if max(lengths) <= limit:
+            return dict(enc), lengths
+        enc = tok(
+            texts, pairs, truncation=True, max_length=limit, padding=True, return_tensors="pt"
+        )
+        full = tok(texts, pairs, verbose=False)["input_ids"]
+    return dict(enc), [len(ids) for ids in full]
+
+
+def _special(model: LoadedModel, ids: list[int], attention: list[int]) -> dict[str, list[int]]:
+    found = {}
+    for label, attr in SPECIAL_ROLES.items():
+        token_id = getattr(model.tokenizer, attr, None)
+        found[label] = [i for i, t in enumerate(ids) if token_id is not None and t == token_id]
+    # Padding is what the attention mask leaves out (a GPT-2 tokenizer pads with its end token).
+    found["[PAD]"] = [i for i, a in enumerate(attention) if not a]
+    return found
+
+
+def trace_batch(
+    model: LoadedModel,
+    texts: Sequence[str],
+    text_pairs: Sequence[str | None] | None = None,
+    use_scale: bool = True,
+    temperature: float = 1.0,
+    ablate: Iterable[tuple[int, int]] = (),
+    mask_tokens: Iterable[int] = (),
+    max_length: int | None = None,
+) -> list[Trace]:
+    """`trace_model` for several inputs run as one padded batch: one Trace each, padded to the
+    longest (pad positions are in `special["[PAD]"]` and masked: they get weight exactly 0)."""
+    call = _checked(
+        model, texts, text_pairs, use_scale, temperature, ablate, mask_tokens, max_length
+    )
+    return _traces(model, call)
+
+
+def _traces(model: LoadedModel, call: _Call) -> list[Trace]:
+    """The traces of a checked call, its texts run as one padded batch."""
+    if model.kind == "encoder-decoder":
+        enc, n_input = _encode(model, call.texts, None, call.limit)
+        dec = _decoder_inputs(model, call.pairs or call.texts, call.limit)
+    else:
+        enc, n_input = _encode(model, call.texts, call.pairs, call.limit)
+        dec = None
+    return _run(model, enc, n_input, dec, call)
+
+
+def batches_texts(model: LoadedModel) -> bool:
+    """Whether trace_each runs several texts through `model` as one padded batch: an encoder whose
+    tokenizer pads on the right, so each input's own positions are cut off unchanged. Any other
+    model traces one text at a time."""
+    return model.kind == "encoder" and model.call_tokenizer.padding_side == "right"
+
+
+def trace_each(
+    model: LoadedModel,
+    texts: Sequence[str],
+    use_scale: bool = True,
+    temperature: float = 1.0,
+    ablate: Iterable[tuple[int, int]] = (),
+    max_length: int | None = None,
+    batch_bytes: int | None = None,
+) -> list[Trace]:
+    """One Trace per text, each what `trace_model(model, text, ...)` gives (its own tokens, no
+    padding; equal up to float rounding), computed in as few padded forwards as the trace budget
+    allows: for a server with several sentences to trace at the same moment. Eight 32-token
+    sentences through MiniLM as one batch take about half the time of eight forwards
+    (bench/hooked.py). Only where batches_texts(model); any other model traces one text at a
+    time. `batch_bytes`: at most this many bytes of trace tensors in one
+    forward (default and most: the trace budget); an input over it goes alone."""
+    if isinstance(texts, (str, bytes)) or not isinstance(texts, Iterable):
+        raise TypeError(f"texts must be a list of sentences, not {type(texts).__name__}")
+    if not isinstance(model, LoadedModel):
+        raise TypeError(f"model must come from load_model(), not {type(model).__name__}")
+    texts = list(texts)
+    knobs = dict(use_scale=use_scale, temperature=temperature, ablate=ablate)
+    if texts and (not batches_texts(model) or len(texts) < 2):
+        return [trace_model(model, text, max_length=max_length, **knobs) for text in texts]
+    # The budget holds per forward: each text alone here, each batch as it is formed below.
+    call = _checked(model, texts, None, use_scale, temperature, ablate, (), max_length, batch=1)
+    texts, limit = call.texts, call.limit
+    encoded = [_encode(model, [text], None, limit) for text in texts]  # each alone: no padding
+    lengths = [enc["input_ids"].shape[1] for enc, _ in encoded]
+    out: list[Trace | None] = [None] * len(texts)
+    most = min(budget().max_trace_bytes, batch_bytes or budget().max_trace_bytes)
+    # Shortest first, so that a batch pads little; a batch stops where its trace would be over
+    # `most` bytes (an input over it on its own goes alone, as with trace_model).
+    groups: list[list[int]] = []
+    for i in sorted(range(len(texts)), key=lengths.__getitem__):
+        grown = len(groups[-1]) + 1 if groups else 0  # the last batch's size with this input
+        fits = (
+            grown
+            and model_trace_bytes(model.n_layers, model.n_heads, model.d_head, grown, lengths[i])
+            <= most
+        )
+        if fits:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    for group in groups:
+        enc = _collate(model, [encoded[j][0] for j in group])
+        n_input = [encoded[j][1][0] for j in group]
+        traces = _run(model, enc, n_input, None, call, trim=True)
+        for j, trace in zip(group, traces, strict=True):
+            out[j] = trace
+    return out  # type: ignore[return-value]
+
+
+def _collate(model: LoadedModel, encs: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Single encodings ([1, n_i] each) as one batch padded on the right, as the tokenizer pads."""
+    n = max(enc["input_ids"].shape[1] for enc in encs)
+    pad_id = model.call_tokenizer.pad_token_id
+    fill = {"input_ids": pad_id, "attention_mask": 0, "token_type_ids": 0}
+    out = {}
+    for name in encs[0]:
+        rows = [F.pad(e[name], (0, n - e[name].shape[1]), value=fill.get(name, 0)) for e in encs]
+        out[name] = torch.cat(rows)  # [batch, n]
+    return out
+
+
+def _run(
+    model: LoadedModel,
+    enc: dict[str, torch.Tensor],
+    n_input: list[int],
+    dec: dict[str, torch.Tensor] | None,
+    call: _Call,
+    trim: bool = False,
+) -> list[Trace]:
+    """The forward and the traces of a tokenized batch. `trim`: each trace cut to its own tokens
+    (right padding, no decoder), with tensors of its own."""
+    n = enc["input_ids"].shape[1]
+    masked = call.mask_tokens
+    if masked and not masked[-1] < n:
+        raise ValueError(f"mask_tokens={list(masked)} must be token positions 0..{n - 1}")
+    hide_in = None
+    if dec is not None:  # mask_tokens are source tokens: hidden from encoder and cross blocks
+        hide_in = frozenset(i for i, b in enumerate(model.blocks) if b.part != DECODER)
+    knobs = Knobs(
+        use_scale=call.use_scale,
+        temperature=call.temperature,
+        ablate=call.heads,
+        mask_tokens=masked,
+        hide_in=hide_in,
+    )
+    record = Recording(blocks={id(b.attention): i for i, b in enumerate(model.blocks)})
+    dev = torch.device(model.device)
+    inputs = {k: v.to(dev) for k, v in enc.items() if k != "special_tokens_mask"}
+    if model.kind != "encoder":  # decoders take no segment ids (GPT-2 would embed them)
+        inputs = {k: inputs[k] for k in ("input_ids", "attention_mask")}
+    if model.kind == "decoder" and bool(enc["attention_mask"].all()):
+        # Without padding every input ends at the last position: only its logits are kept
+        # ([batch, 1, vocab] instead of [batch, n, vocab], 256 MiB for a 128k vocabulary at 512).
+        inputs["logits_to_keep"] = 1
+    if dec is not None:
+        inputs["decoder_input_ids"] = dec["input_ids"].to(dev)
+        inputs["decoder_attention_mask"] = dec["attention_mask"].to(dev)
+    with torch.inference_mode():
+        out = model.model(
+            **inputs,
+            output_hidden_states=model.kind != "encoder" or model.model_type in POST_LN,
+            attnviz_knobs=knobs,
+            attnviz_record=record,
+        )
+        if model.kind == "encoder":
+            hidden = out.last_hidden_state  # [batch, n, d_model]
+        elif model.kind == "decoder":
+            hidden = out.hidden_states[-1]  # [batch, n, d_model]
+        else:
+            hidden = out.encoder_last_hidden_state  # [batch, n, d_model]
+        keep = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # [batch, n, 1]
+        embedding = (hidden * keep).sum(1) / keep.sum(1).clamp_min(1e-9)  # [batch, d_model]
+        outputs = [_w_o(block, record.layers[i]["z"]) for i, block in enumerate(model.blocks)]
+        dec_hidden = dec_embedding = None
+        if dec is not None:
+            dec_hidden = out.decoder_hidden_states[-1]  # [batch, m, d_model]
+            dec_keep = inputs["decoder_attention_mask"].unsqueeze(-1).to(dec_hidden.dtype)
+            dec_embedding = (dec_hidden * dec_keep).sum(1) / dec_keep.sum(1)  # [batch, d_model]
+        next_logits = None
+        if model.kind != "encoder":
+            last = (dec or enc)["attention_mask"].sum(-1).to(dev) - 1  # [batch]
+            if "logits_to_keep" in inputs:
+                last = torch.zeros_like(last)  # [batch] the one position kept
+            rows = torch.arange(last.shape[0], device=dev)  # [batch]
+            next_logits = out.logits[rows, last]  # [batch, vocab] the logits after the last token
+
+    on_cpu = dev.type == "cpu" and hidden.dtype == torch.float32
+
+    def cpu(t: torch.Tensor) -> torch.Tensor:
+        return t if on_cpu else t.to("cpu", torch.float32)
+
+    def own(t: torch.Tensor) -> torch.Tensor:
+        # A trimmed trace of a batch owns its tensors: a view would keep the whole batch alive
+        # (and a byte-bounded cache would count only the view).
+        return t.clone() if trim and len(n_input) > 1 else t
+
+    meta = {
+        "device": model.device,
+        "use_scale": call.use_scale,
+        "temperature": call.temperature,
+        "ablate": sorted(call.heads),
+        "mask_tokens": list(masked),
+        "max_length": call.limit,
+        "model_type": model.model_type,
+        "kind": model.kind,
+        "embedding": "mean-pooled over the attention mask, not L2-normalised",
+    }
+    traces = []
+    for b, ids in enumerate(enc["input_ids"].tolist()):
+        masks: list[torch.Tensor] = []  # distinct masks, so layers with the same one share it
+        attention = enc["attention_mask"][b].tolist()
+        n_b = sum(attention) if trim else n  # trimmed: this input's own tokens (right padding)
+        ids, attention = ids[:n_b], attention[:n_b]
+
+        def layer_traces(part: str, n_q: int, n_k: int, b: int = b, masks=masks) -> list:
+            return _layer_traces(model, record, out, outputs, cpu, own, masks, part, b, n_q, n_k)
+
+        first = model.blocks[0].part
+        tokens = model.tokenizer.convert_ids_to_tokens(ids)
+        types = enc["token_type_ids"][b, :n_b].tolist() if "token_type_ids" in enc else [0] * n_b
+        trace = Trace(
+            tokens=tokens,
+            layers=layer_traces(first, n_b, n_b),
+            source=model.name,
+            truncated=n_input[b] > sum(attention),
+            n_input_tokens=n_input[b],
+            token_types=types,
+            special=_special(model, ids, attention),
+            hidden=own(cpu(hidden[b, :n_b])),  # [n, d_model]
+            embedding=own(cpu(embedding[b])),  # [d_model]
+            meta=dict(meta, part=first, first_layer=0),
+        )
+        if model.kind == "decoder":
+            trace.next_logits = cpu(next_logits[b])  # [vocab]
+        if dec is not None:
+            d_ids = dec["input_ids"][b].tolist()
+            m = len(d_ids)
+            d_tokens = model.tokenizer.convert_ids_to_tokens(d_ids)
+            d_special = _special(model, d_ids, dec["attention_mask"][b].tolist())
+            for part, keys in ((DECODER, None), (CROSS, tokens)):
+                trace.parts[part] = Trace(
+                    tokens=d_tokens,
+                    key_tokens=keys,
+                    layers=layer_traces(part, m, n if keys else m),
+                    source=model.name,
+                    special=d_special if keys is None else trace.special,
+                    hidden=cpu(dec_hidden[b]),  # [m, d_model] the decoder's final states
+                    embedding=cpu(dec_embedding[b]),  # [d_model]
+                    next_logits=cpu(next_logits[b]),  # [vocab]
+                    meta=dict(meta, part=part, first_layer=_first(model, part)),
+                )
+        traces.append(trace)
+    return traces
+
+
+def _layer_traces(
+    model: LoadedModel,
+    record: Recording,
+    out,
+    outputs: list[torch.Tensor],
+    cpu: Callable[[torch.Tensor], torch.Tensor],
+    own: Callable[[torch.Tensor], torch.Tensor],
+    masks: list[torch.Tensor],
+    part: str,
+    b: int,
+    n_q: int,
+    n_k: int,
+) -> list[LayerTrace]:
+    """One LayerTrace per block of `part`, for batch item b, its first n_q queries and n_k keys
+    (all of them unless trimmed); equal masks become one tensor.
+
+    The tensors stay where the model computed them (a GPU, bfloat16): LayerTrace converts on
+    access (attnviz.engine.trace), so a view copies to the CPU only what it draws."""
+    layers = []
+    for i, block in enumerate(model.blocks):
+        if block.part != part:
+            continue
+        rec = record.layers[i]
+        mask = torch.ones(n_q, n_k, dtype=torch.bool)  # [q, k]
+        if rec["mask"] is not None:
+            item = rec["mask"][min(b, rec["mask"].shape[0] - 1), 0]  # [q|1, k]
+            mask &= cpu(item[:n_q, :n_k]).bool()
+        mask = next((m for m in masks if torch.equal(m, mask)), mask)
+        if not any(m is mask for m in masks):
+            masks.append(mask)
+        x = None
+        if model.model_type in POST_LN and out.hidden_states is not None:
+            x = own(out.hidden_states[block.layer][b, :n_q])  # [n_q, d_model]
+        layers.append(
+            LayerTrace(
+                q=own(rec["q"][b, :, :n_q]),  # [head, n_q, d_head]
+                k=own(rec["k"][b, :, :n_k]),  # [kv_head, n_k, d_head]
+                v=own(rec["v"][b, :, :n_k]),  # [kv_head, n_k, d_head]
+                scores=own(rec["scores"][b, :, :n_q, :n_k]),  # [head, n_q, n_k]
+                scale=float(rec["scale"]),
+                mask=mask,  # [n_q, n_k]
+                weights=own(rec["weights"][b, :, :n_q, :n_k]),  # [head, n_q, n_k]
+                z=own(rec["z"][b, :, :n_q]),  # [head, n_q, d_head]
+                output=own(outputs[i][b, :n_q]),  # [n_q, d_model]
+                x=x,
+            )
+        )
+    return layers
+
+
+def _first(model: LoadedModel, part: str) -> int:
+    """The layer number (as in `ablate`) of the first block of a part."""
+    return next(i for i, b in enumerate(model.blocks) if b.part == part)
+
+
+def _w_o(block, z: torch.Tensor) -> torch.Tensor:
+    """The block's output: concat(z) through the model's own W_O, exactly as the model does next."""
+    b, h, n, d = z.shape  # [batch, head, n, d_head]
+    z_cat = z.transpose(1, 2).reshape(-1, h * d)  # [batch * n, head * d_head]
+    w_o = block.w_o
+    weight = w_o.weight if type(w_o).__name__ == "Conv1D" else w_o.weight.t()  # [hd, d_model]
+    no_bias = w_o.bias is None
+    out = z_cat @ weight if no_bias else torch.addmm(w_o.bias, z_cat, weight)  # [batch * n, d]
+    return out.view(b, n, -1)  # [batch, n, d_model]
+
+
+def _decoder_inputs(model: LoadedModel, targets: list[str], limit: int) -> dict[str, torch.Tensor]:
+    """What the decoder reads: its start token, then the target text's tokens (padded)."""
+    start = model.model.config.decoder_start_token_id
+    enc, _ = _encode(model, targets, None, limit - 1)
+    ids = enc["input_ids"]  # [batch, m]
+    first = torch.full((ids.shape[0], 1), start, dtype=ids.dtype)  # [batch, 1]
+    ones = torch.ones_like(first)  # [batch, 1]
+    return {
+        "input_ids": torch.cat([first, ids], 1),  # [batch, m + 1]
+        "attention_mask": torch.cat([ones, enc["attention_mask"]], 1),  # [batch, m + 1]
+    }
+
+
+def trace_model(
+    model: LoadedModel,
+    text: str,
+    text_pair: str | None = None,
+    use_scale: bool = True,
+    temperature: float = 1.0,
+    ablate: Iterable[tuple[int, int]] = (),
+    mask_tokens: Iterable[int] = (),
+    max_length: int | None = None,
+) -> Trace:
+    """Run `text` (and an optional second segment) through the model and record every layer.
+
+    The knobs hold for this call only: use_scale=False drops the 1/sqrt(d_head) factor, temperature
+    divides the logits, `ablate` zeroes the z of (layer, head) pairs before W_O, `mask_tokens` are
+    key positions no query may attend to in any layer. Inputs past `max_length` (default: the
+    model's limit) are truncated and the trace says so. A blank text_pair means none.
+
+    A decoder's trace also holds `next_logits` (after the last token). For an encoder-decoder,
+    `text` goes to the encoder and `text_pair` (default: `text`) is what the decoder reads after its
+    start token; the Trace returned is the encoder's, with `.part("decoder")` and `.part("cross")`,
+    and `ablate` numbers blocks in order: encoder layers, decoder layers, cross layers.
+    """
+    pairs = None if text_pair is None else [text_pair]
+    return trace_batch(
+        model, [text], pairs, use_scale, temperature, ablate, mask_tokens, max_length
+    )[0]
+
+
+def embedding_cosine(a: Trace, b: Trace) -> float:
+    """Cosine similarity of two traces' sentence embeddings (1 = the knobs changed nothing)."""
+    if a.embedding is None or b.embedding is None:
+        raise ValueError("both traces need an embedding: trace them with trace_model()")
+    return float(F.cosine_similarity(a.embedding, b.embedding, dim=0))

@@ -1,0 +1,79 @@
+"""A decoder's next-token prediction, and how a what-if knob changed it (Transformer Explainer
+shows the first; the diff is attnviz's)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from attnviz.engine.trace import Trace
+
+
+@dataclass(frozen=True)
+class NextToken:
+    """One candidate: its probability now and, when compared, under the unchanged model."""
+
+    token_id: int
+    token: str
+    p: float  # probability in this trace
+    rank: int  # 1 = most likely in this trace
+    p_base: float | None = None  # probability under the unchanged model (None: not compared)
+    rank_base: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("p", "p_base"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value <= 1.0 + 1e-6:
+                raise ValueError(f"{name}={value} is not a probability")
+
+    @property
+    def delta(self) -> float | None:
+        return None if self.p_base is None else self.p - self.p_base
+
+
+def probabilities(trace: Trace) -> torch.Tensor:
+    """softmax of the logits after the last token. [vocab]"""
+    if trace.next_logits is None:
+        raise ValueError("this trace has no next-token logits: trace a decoder model")
+    return torch.softmax(trace.next_logits.float(), dim=-1)  # [vocab]
+
+
+def top_k(
+    trace: Trace,
+    decode: Callable[[int], str],
+    k: int = 10,
+    base: Trace | None = None,
+) -> list[NextToken]:
+    """The k most likely next tokens, most likely first. With `base` (the same input through the
+    unchanged model) each row also carries its base probability, and base's own top k that fell
+    out of this trace's top k are appended, so a knob that demotes the favourite shows it."""
+    if k < 1:
+        raise ValueError(f"k={k} must be at least 1")
+    p = probabilities(trace)  # [vocab]
+    k = min(k, p.shape[0])
+    order = torch.argsort(p, descending=True)  # [vocab]
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(1, order.shape[0] + 1)  # [vocab] rank of each token id
+    ids = order[:k].tolist()
+    p_base = rank_base = None
+    if base is not None:
+        p_base = probabilities(base)  # [vocab]
+        if p_base.shape != p.shape:
+            raise ValueError(f"vocabularies differ: {p.shape[0]} vs {p_base.shape[0]}")
+        order_base = torch.argsort(p_base, descending=True)  # [vocab]
+        rank_base = torch.empty_like(order_base)
+        rank_base[order_base] = torch.arange(1, order_base.shape[0] + 1)  # [vocab]
+        ids += [i for i in order_base[:k].tolist() if i not in ids]
+    return [
+        NextToken(
+            token_id=i,
+            token=decode(i),
+            p=float(p[i]),
+            rank=int(rank[i]),
+            p_base=None if p_base is None else float(p_base[i]),
+            rank_base=None if rank_base is None else int(rank_base[i]),
+        )
+        for i in ids
+    ]

@@ -1,0 +1,161 @@
+"""The BERT page's streamlit layer: a model loaded once per process, traces cached per input."""
+
+from __future__ import annotations
+
+import functools
+
+import streamlit as st
+import torch
+
+from attnviz.engine.trace import Trace
+from attnviz.i18n import localized
+from attnviz.serve import warmup
+from attnviz.serve.public import check_model, public
+from attnviz.ui import markup
+from attnviz.ui.caching import BATCH_BYTES, cached_trace
+from attnviz.ui.common import lang, t
+
+DTYPES = ["float32", "bfloat16", "auto"]  # "auto": bfloat16 on a GPU, float32 on the CPU
+
+
+def devices() -> list[str]:
+    return ["auto", "cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@st.cache_resource(max_entries=3, show_spinner=False)
+def load(name: str | None, device: str, _progress=None, dtype: str = "float32"):
+    """One copy per (name, device, dtype) for the whole process, shared by every session."""
+    from attnviz.engine.hooked import load_model
+
+    return load_model(name or None, device=device, progress=_progress, dtype=dtype)
+
+
+@st.fragment(run_every=0.5)
+def _wait_for_bundled() -> None:
+    """Progress while the background loader works; the whole page reruns once it is done."""
+    if warmup.ready():
+        st.rerun()
+    message, seconds = warmup.progress()
+    msg = markup.escape(localized(message, lang()))
+    st.info(t("serve.loading", msg=msg, s=seconds), icon=":material/hourglass_top:")
+
+
+def get_model(name: str | None, device: str, dtype: str = "float32"):
+    """The model, with progress while it loads and a clear message (None) when it cannot.
+
+    The bundled model comes from the background loader started with the server
+    (attnviz.serve.warmup): until it is ready the page shows its progress and returns None. Names
+    are shown as code and messages escaped: nothing typed becomes Markdown. In public mode a name
+    outside the allowlist is refused before anything looks at the disk or the Hub, and a failure
+    says only that the model could not be loaded (no paths, no library errors)."""
+    if name is None and device == "auto" and dtype == "float32":
+        warmup.start()
+        if not warmup.ready():
+            _wait_for_bundled()
+            return None
+        try:
+            return warmup.bundled_model()
+        except (ValueError, OSError, RuntimeError) as err:
+            msg = t("bert.load_failed_public") if public() else markup.escape(err)
+            st.error(t("bert.load_failed", name=t("bert.bundled"), msg=msg))
+            return None
+    try:
+        name = check_model(name)
+    except (ValueError, TypeError) as err:  # a malformed name, or one outside public mode's list
+        _failure(t("bert.name_refused"), err)
+        return None
+    shown = markup.code(name) if name else t("bert.bundled")
+    with st.status(t("bert.loading", name=shown), expanded=False) as status:
+        try:
+            model = load(
+                name,
+                device,
+                _progress=lambda m: status.update(label=markup.escape(localized(m, lang()))),
+                dtype=dtype,
+            )
+        except (ValueError, TypeError, OSError, RuntimeError) as err:
+            status.update(label=t("bert.not_loaded", name=shown), state="error")
+            failed = err
+        else:
+            status.update(
+                label=t("bert.loaded", name=markup.code(model.name), device=model.device),
+                state="complete",
+            )
+            return model
+    if public():
+        st.error(t("bert.load_failed", name=shown, msg=t("bert.load_failed_public")))
+    elif lang() == "en":
+        st.error(t("bert.load_failed", name=shown, msg=markup.escape(failed)))
+    else:
+        _failure(t("bert.load_failed_short", name=shown), failed)
+    return None
+
+
+def _failure(summary: str, err: BaseException) -> None:
+    """The engine's messages are English: in English, the message; else a translated summary with
+    the original kept below it."""
+    if lang() == "en":
+        st.error(markup.escape(err))
+        return
+    st.error(summary)
+    with st.expander(t("bert.error_original")):
+        st.code(str(err), language=None, wrap_lines=True)
+
+
+BATCH_CHARS = 4000  # a longer sentence is neither counted nor batched: its trace is big anyway
+
+
+def _batch_bytes(model, text: str) -> int:
+    """Bytes of the full trace of `text` alone, from its token count; 0 when it is not batched:
+    a long text, or a model that trace_each runs one text at a time (it would only make the
+    first sentence wait for the others)."""
+    from attnviz.engine.budget import model_trace_bytes
+    from attnviz.engine.hooked import batches_texts
+
+    if not isinstance(text, str) or len(text) > BATCH_CHARS or not text.strip():
+        return 0
+    if not batches_texts(model):
+        return 0
+    try:
+        with model.call_lock:
+            tokens = model.call_tokenizer(text, truncation=True, max_length=model.max_length)
+    except Exception:  # noqa: BLE001  (trace_model says what is wrong with the text)
+        return 0
+    return model_trace_bytes(
+        model.n_layers, model.n_heads, model.d_head, 1, len(tokens["input_ids"])
+    )
+
+
+def _trace_each(model, knobs: dict, texts: list[str]) -> list[Trace]:
+    from attnviz.engine.hooked import trace_each
+
+    return trace_each(model, texts, batch_bytes=BATCH_BYTES, **knobs)
+
+
+def model_trace(
+    _model,
+    model_key: tuple[str, ...],
+    text: str,
+    pair: str | None,
+    use_scale: bool = True,
+    temperature: float = 1.0,
+    ablate: tuple[tuple[int, int], ...] = (),
+    mask_tokens: tuple[int, ...] = (),
+) -> Trace:
+    """A trace per (model, text, knobs); shared read-only between sessions, in the byte-bounded
+    cache (attnviz.ui.caching)."""
+    from attnviz.engine.hooked import trace_model
+
+    key = ("bert", model_key, text, pair, use_scale, temperature, ablate, mask_tokens)
+    knobs = dict(use_scale=use_scale, temperature=temperature, ablate=ablate)
+    batch = None
+    n_bytes = 0 if mask_tokens or (pair and pair.strip()) else _batch_bytes(_model, text)
+    if n_bytes and 2 * n_bytes <= BATCH_BYTES:
+        # Made together with the other short sentences (same model and knobs) waiting then.
+        group = ("bert", model_key, use_scale, temperature, ablate)
+        batch = (group, text, functools.partial(_trace_each, _model, knobs), n_bytes)
+    return cached_trace(
+        key,
+        lambda: trace_model(_model, text, text_pair=pair, mask_tokens=mask_tokens, **knobs),
+        batch,
+    )

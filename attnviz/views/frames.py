@@ -1,0 +1,103 @@
+"""Tensors -> tidy pandas DataFrames, for tables and CSV export (harvardnlp's mtx2df idea)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnviz.engine.attention import masked_softmax
+from attnviz.engine.trace import Trace, head_stats
+
+
+def to_numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
+    """float32 numpy (Plotly sends float32 as compact typed arrays; float16 falls back to lists)."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach().to("cpu", torch.float32).numpy()
+    return np.asarray(x, dtype=np.float32)
+
+
+def matrix_frame(
+    matrix: torch.Tensor | np.ndarray, rows: list[str], cols: list[str], value: str = "value"
+) -> pd.DataFrame:
+    """A [rows, cols] matrix as a wide table: token labels numbered so repeats stay apart."""
+    m = to_numpy(matrix)
+    return pd.DataFrame(m, index=numbered(rows), columns=numbered(cols)).rename_axis(
+        index="query", columns=value
+    )
+
+
+def numbered(tokens: list[str]) -> list[str]:
+    return [f"{i}:{t}" for i, t in enumerate(tokens)]
+
+
+def head_stats_frame(trace: Trace) -> pd.DataFrame:
+    """One row per (layer, head) with every statistic of attnviz.engine.trace.head_stats."""
+    stats = head_stats(trace)
+    if not any(trace.special.values()):
+        del stats["special"]  # always 0 without [CLS] / [SEP] / [PAD]
+    # Share of weight on each kind of special token ([CLS], [SEP]...), averaged over queries.
+    w = trace.weights()  # [layer, head, q, k]
+    for name, positions in sorted(trace.special.items()):
+        if name != "[PAD]" and positions:
+            stats[f"on {name}"] = w[..., positions].sum(-1).mean(-1)  # [layer, head]
+    n_layers, n_heads = stats["entropy"].shape
+    rows = []
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            row: dict[str, Any] = {"layer": layer, "head": head}
+            row.update({name: float(value[layer, head]) for name, value in stats.items()})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def query_frame(trace: Trace, layer: int, head: int, query: int) -> pd.DataFrame:
+    """One query against every key, step by step: q·k, × scale, exp (shifted), softmax weight."""
+    lt = trace.layers[layer]
+    scores = lt.head("scores", head)[query].double()  # [k]
+    allowed = torch.ones_like(scores, dtype=torch.bool) if lt.mask is None else lt.mask[query]
+    logits = (scores * lt.scale).masked_fill(~allowed, -math.inf)  # [k]
+    top = logits[allowed].max() if bool(allowed.any()) else torch.tensor(0.0, dtype=torch.float64)
+    # exp(logit - max): the stable form softmax really computes; the max cancels in the ratio.
+    exps = torch.exp(logits - top)  # [k]
+    probs = masked_softmax(scores * lt.scale, allowed)  # [k] = exps / exps.sum()
+    return pd.DataFrame(
+        {
+            "key": numbered(trace.key_tokens or trace.tokens),
+            "q·k": scores.numpy(),
+            "× scale": logits.numpy(),
+            "exp(· − max)": exps.numpy(),
+            "softmax": probs.numpy(),
+            "weight (trace)": lt.head("weights", head)[query].double().numpy(),
+            "allowed": allowed.numpy(),
+        }
+    )
+
+
+def trace_to_dict(trace: Trace) -> dict[str, Any]:
+    """The whole trace as plain lists, for JSON export."""
+    layers = []
+    for lt in trace.layers:
+        layers.append(
+            {
+                "scale": lt.scale,
+                "mask": None if lt.mask is None else lt.mask.tolist(),
+                **{
+                    name: to_numpy(getattr(lt, name)).round(6).tolist()
+                    for name in ("q", "k", "v", "scores", "weights", "z", "output")
+                },
+            }
+        )
+    return {
+        "source": trace.source,
+        "tokens": trace.tokens,
+        "key_tokens": trace.key_tokens,
+        "truncated": trace.truncated,
+        "n_input_tokens": trace.n_input_tokens,
+        "token_types": trace.token_types,
+        "special": trace.special,
+        "layers": layers,
+    }

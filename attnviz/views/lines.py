@@ -1,0 +1,246 @@
+"""The lines view (BertViz's head view, and past it): query tokens on one side, key tokens on the
+other, one line per query -> key pair with opacity by weight, several heads overlaid in colour.
+
+Lines are WebGL (go.Scattergl): one trace per head and opacity band, each a single polyline broken
+by NaN gaps, so 512 tokens x several heads stay cheap to draw and to send (float32 typed arrays).
+No streamlit here.
+"""
+
+from __future__ import annotations
+
+import html
+import unicodedata
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+
+from attnviz.views.figures import FONT, escape
+
+HEAD_COLOURS = [
+    "#2f6db3", "#e4572e", "#29a36a", "#9b59b6", "#f0a202", "#17becf",
+    "#d6336c", "#7f7f7f", "#8c564b", "#bcbd22", "#1f3b73", "#ff7f0e",
+]  # fmt: skip
+BANDS = 8  # opacity levels: a line's opacity is its band's, from its weight
+LABEL_PX = 16  # pixels one token label needs along its axis (font 12: glyphs never touch)
+MAX_LINES = 60_000
+
+
+def is_cjk(tokens: Sequence[str]) -> bool:
+    """Mostly Chinese/Japanese/Korean characters: lay the tokens out in two rows, not columns."""
+    words = [
+        str(tok) for tok in tokens if not (str(tok).startswith("[") and str(tok).endswith("]"))
+    ]
+    chars = [c for tok in words for c in tok if not c.isspace() and c != "#"]  # no [CLS], ##
+    wide = sum(unicodedata.east_asian_width(c) in ("W", "F") for c in chars)
+    return bool(chars) and wide >= 0.5 * len(chars)
+
+
+def select_lines(
+    weights: torch.Tensor,
+    heads: Sequence[int],
+    threshold: float,
+    *,
+    mask: torch.Tensor | None = None,
+    query: int | None = None,
+    key: int | None = None,
+    q_range: tuple[int, int] | None = None,
+    k_range: tuple[int, int] | None = None,
+    max_lines: int = MAX_LINES,
+) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+    """The (head, q index, k index, weight) arrays of the lines to draw: weight >= threshold and
+    > 0, allowed by the mask, inside the ranges (end exclusive), through `query` / `key` when set.
+    At most `max_lines` in all: the heaviest."""
+    w = weights[list(heads)].float()  # [h, q, k]
+    keep = (w > 0) & (w >= threshold)  # [h, q, k]
+    if mask is not None:
+        keep &= mask.bool().unsqueeze(0)
+    n_q, n_k = w.shape[-2:]
+    rows = torch.zeros(n_q, dtype=torch.bool)
+    cols = torch.zeros(n_k, dtype=torch.bool)
+    rows[slice(*(q_range or (0, n_q)))] = True
+    cols[slice(*(k_range or (0, n_k)))] = True
+    if query is not None:
+        rows &= torch.arange(n_q) == query
+    if key is not None:
+        cols &= torch.arange(n_k) == key
+    keep &= rows.view(1, -1, 1) & cols.view(1, 1, -1)
+    h, q, k = keep.nonzero(as_tuple=True)  # [lines] each
+    v = w[h, q, k]  # [lines]
+    if v.numel() > max_lines:
+        top = torch.topk(v, max_lines).indices
+        h, q, k, v = h[top], q[top], k[top], v[top]
+    out = []
+    for i, head in enumerate(heads):
+        sel = h == i
+        out.append((head, q[sel].numpy(), k[sel].numpy(), v[sel].numpy()))
+    return out
+
+
+def _segments(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[a0, b0, nan, a1, b1, nan, ...] as float32: one polyline that draws separate segments."""
+    seg = np.full((len(a), 3), np.nan, dtype=np.float32)  # [line, 3]
+    seg[:, 0], seg[:, 1] = a, b
+    return seg.reshape(-1)
+
+
+def lines_figure(
+    weights: torch.Tensor,
+    q_tokens: Sequence[str],
+    k_tokens: Sequence[str],
+    heads: Sequence[int],
+    *,
+    threshold: float = 0.0,
+    mask: torch.Tensor | None = None,
+    focus: tuple[str, int] | None = None,
+    q_range: tuple[int, int] | None = None,
+    k_range: tuple[int, int] | None = None,
+    rows: bool = False,
+    q_title: str = "query",
+    k_title: str = "key",
+    head_name: str = "head",
+    length_px: int | None = None,
+    title: str = "",
+) -> go.Figure:
+    """weights [head, q, k] as lines between two columns (or two rows, `rows=True`, for CJK).
+
+    `focus` = ("q", i) or ("k", j) keeps only the lines through that token. Clicking a token marker
+    selects it (customdata [side, position]); hover shows its whole label. `length_px` is the room
+    along the token axis: the figure grows with n and labels every k-th token that fits.
+    """
+    if not heads:
+        raise ValueError("pick at least one head to draw")
+    n_q, n_k = weights.shape[-2:]
+    if len(q_tokens) != n_q or len(k_tokens) != n_k:
+        raise ValueError(f"{len(q_tokens)} / {len(k_tokens)} tokens for weights of {n_q} x {n_k}")
+    q_range = q_range or (0, n_q)
+    k_range = k_range or (0, n_k)
+    fq, fk = (focus[1], None) if focus and focus[0] == "q" else (None, focus[1] if focus else None)
+    picked = select_lines(
+        weights, heads, threshold, mask=mask, query=fq, key=fk, q_range=q_range, k_range=k_range
+    )
+    n_show = max(q_range[1] - q_range[0], k_range[1] - k_range[0], 1)
+    if length_px is None:
+        length_px = min(1800, max(360, 16 * n_show))
+    fig = go.Figure()
+    top = max((float(v.max()) for *_, v in picked if v.size), default=1.0)
+    for head, q, k, v in picked:
+        colour = HEAD_COLOURS[head % len(HEAD_COLOURS)]
+        band = np.minimum((v / top * BANDS).astype(int), BANDS - 1)  # [lines] 0..BANDS-1
+        # the legend's entry: an empty trace at full opacity (the bands' own would be faint)
+        fig.add_trace(
+            go.Scattergl(
+                x=[np.nan], y=[np.nan], mode="lines", line=dict(color=colour, width=4),
+                name=f"{html.escape(head_name)} {head}", legendgroup=str(head),
+            )
+        )  # fmt: skip
+        for b in range(BANDS):
+            sel = band == b
+            if not sel.any():
+                continue
+            qs, ks = q[sel] - q_range[0], k[sel] - k_range[0]
+            side = _segments(np.zeros(sel.sum()), np.ones(sel.sum()))  # [3 * lines]
+            pos = _segments(qs, ks)  # [3 * lines]
+            # Down the page = -position: Streamlit's plotly.js draws no WebGL line on a reversed
+            # axis (range [n, -1]); SVG traces are fine either way.
+            x, y = (pos, 1 - side) if rows else (side, -pos)
+            fig.add_trace(
+                go.Scattergl(
+                    x=x,
+                    y=y,
+                    mode="lines",
+                    line=dict(color=colour, width=2 if n_show <= 80 else 1.5),
+                    opacity=0.95 * (b + 0.5) / BANDS,  # ~ weight / heaviest, as BertViz
+                    name=f"{html.escape(head_name)} {head}",
+                    legendgroup=str(head),
+                    showlegend=False,
+                    hoverinfo="skip",
+                    connectgaps=False,
+                )
+            )
+    n_lines = sum(v.size for *_, v in picked)
+    # With few lines (a focused token), label every token a line ends at, whatever the step.
+    ends = {"q": set(), "k": set()}
+    if n_lines <= 80:
+        for _, q, k, _ in picked:
+            ends["q"].update(q.tolist())
+            ends["k"].update(k.tolist())
+    _token_markers(fig, q_tokens, k_tokens, q_range, k_range, focus, rows, length_px, ends)
+    axis_tokens = dict(showgrid=False, zeroline=False, showticklabels=False)
+    axis_sides = dict(
+        showgrid=False,
+        zeroline=False,
+        tickmode="array",
+        tickvals=[0, 1],
+        ticktext=[f"<b>{html.escape(q_title)}</b>", f"<b>{html.escape(k_title)}</b>"],
+        fixedrange=True,
+    )
+    if rows:
+        fig.update_xaxes(range=[-1, n_show], **axis_tokens)
+        sides = dict(axis_sides, tickvals=[1, 0], range=[-0.35, 1.35])
+        fig.update_yaxes(**sides)
+        height = 420
+    else:
+        pad = max(1.0, 12 * n_show / length_px)  # 12 px above the first token and below the last
+        fig.update_yaxes(range=[-(n_show - 1) - pad, pad], **axis_tokens)
+        fig.update_xaxes(range=[-0.9, 1.9], side="top", **axis_sides)
+        height = length_px + 90
+    fig.update_layout(
+        title=dict(text=html.escape(title), x=0, xanchor="left", font=dict(size=15)),
+        height=height,
+        margin=dict(l=10, r=10, t=60 if title else 30, b=10),
+        font=FONT,
+        plot_bgcolor="white",
+        legend=dict(orientation="h", y=-0.02 if rows else 1.0, yanchor="top"),
+        dragmode="pan",
+        clickmode="event+select",
+        meta=dict(lines=int(n_lines)),
+    )
+    return fig
+
+
+def _token_markers(fig, q_tokens, k_tokens, q_range, k_range, focus, rows, length_px, ends):
+    """One marker per token (hover: its whole label; click: focus it), every k-th labelled, and
+    the `ends` of the drawn lines labelled with the others around them cleared so none overlap."""
+    for side, tokens, (lo, hi) in (("q", q_tokens, q_range), ("k", k_tokens, k_range)):
+        n = hi - lo
+        step = max(1, -(-n * LABEL_PX // max(length_px, 1)))
+        labels = escape(tokens[lo:hi])
+        text = [lab if (i % step == 0) else "" for i, lab in enumerate(labels)]
+        focused = focus[1] - lo if focus and focus[0] == side and lo <= focus[1] < hi else None
+        # the focused token first, then line ends, each at least `step` from those kept
+        kept: list[int] = []
+        for i in ([focused] if focused is not None else []) + sorted(p - lo for p in ends[side]):
+            if all(abs(i - k) >= step for k in kept):
+                kept.append(i)
+        for i in kept:
+            text[max(0, i - step + 1) : i + step] = [""] * (min(n, i + step) - max(0, i - step + 1))
+        for i in kept:
+            text[i] = labels[i]
+        colour = ["#333"] * n
+        if focused is not None:
+            colour[focused] = "#e4572e"
+            text[focused] = f"<b>{labels[focused]}</b>"
+        pos = np.arange(n, dtype=np.float32)
+        fixed = np.full(n, 0.0 if side == "q" else 1.0, dtype=np.float32)
+        if rows:
+            x, y = pos, 1 - fixed
+            where = "top center" if side == "q" else "bottom center"
+        else:
+            x, y = fixed, -pos
+            where = "middle left" if side == "q" else "middle right"
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                mode="markers+text",
+                text=text,
+                textposition=where,
+                textfont=dict(size=12, color=colour),
+                marker=dict(size=7 if n <= 80 else 4, color=colour),
+                customdata=[[side, lo + i, lab] for i, lab in enumerate(labels)],
+                hovertemplate="%{customdata[1]}: %{customdata[2]}<extra></extra>",
+                showlegend=False,
+            )
+        )

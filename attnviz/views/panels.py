@@ -1,0 +1,336 @@
+"""The figures of the explorer's views, built from a trace and the pickers' values.
+
+One place for both callers: the app's explorer (attnviz/ui/explorer.py lays them out and adds the
+widgets) and `attnviz.show` in a notebook, so a notebook shows exactly what the page shows. `tr`
+is the translate function of the UI language (`t` in the app). No streamlit here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import plotly.graph_objects as go
+import torch
+
+from attnviz.engine.rollout import rollout
+from attnviz.engine.trace import Trace, pooled_weights
+from attnviz.views import figures
+from attnviz.views.colour import GAMMA, colour_scale
+
+Tr = Callable[..., str]
+LONG = 64  # past this many tokens the views switch to their long-input layout
+
+
+def default_scale(n: int, short: str = "fixed") -> str:
+    # Past LONG tokens a row's weights are too thin for a linear scale to show anything.
+    return short if n <= LONG else "log"
+
+
+def colour_kwargs(matrix, mode: str, tr: Tr, value: str | None = None) -> dict:
+    """heatmap() keyword arguments for `mode`, with the colour bar saying which scale it is."""
+    found = colour_scale(matrix, mode)
+    value = value or tr("w.weights")
+    bar = tr(f"lv.bar.{mode}", top=found["top"], gamma=GAMMA, value=value)
+    return dict(
+        colorscale=found["colorscale"],
+        zmin=found["zmin"],
+        zmax=found["zmax"],
+        colorbar_title=bar,
+    )
+
+
+def silenced(trace: Trace) -> set[tuple[int, int]]:
+    """The (layer, head) pairs a what-if silenced in this trace."""
+    return {(int(la), int(h)) for la, h in trace.meta.get("ablate", ())}
+
+
+def _n(trace: Trace) -> int:
+    return max(len(trace.tokens), len(trace.key_tokens))
+
+
+def heads_figures(
+    trace: Trace, tr: Tr, layer: int, mode: str, focus: int | None = None
+) -> list[go.Figure]:
+    """One softmax-weights heatmap per head of one layer; silenced heads say so in the title."""
+    lt = trace.layers[layer]
+    off = silenced(trace)
+    per_row = heads_per_row(trace, layer)
+    weights = [lt.head("weights", h) for h in range(lt.n_heads)]  # [q, k] each
+    return [
+        figures.heatmap(
+            weights[h],
+            trace.key_tokens,
+            trace.tokens,
+            title=tr("pg.head_title", h=h) + (tr("ex.silenced") if (layer, h) in off else ""),
+            value_name=tr("w.weights"),
+            height=380 if _n(trace) <= LONG else 620,
+            show_scale=mode != "fixed" or h % per_row == per_row - 1,
+            x_title=tr("w.key"),
+            y_title=tr("w.query"),
+            highlight_row=focus,
+            auto_ticks=True,
+            **colour_kwargs(weights[h], mode, tr),
+        )
+        for h in range(lt.n_heads)
+    ]
+
+
+def heads_per_row(trace: Trace, layer: int) -> int:
+    return min(trace.layers[layer].n_heads, 3 if _n(trace) <= LONG else 2)
+
+
+MOSAIC_WIDTH = 900  # px: the widest the mosaic is drawn (the page of a 1440 x 900 laptop)
+MOSAIC_WIDTH_PROJECTOR = 760  # px: the page's width at 1280 x 800 with projector mode's fonts
+
+
+def overview_figure(
+    trace: Trace,
+    tr: Tr,
+    shared: bool = False,
+    focus: int | None = None,
+    mode: str | None = None,
+    width: int = MOSAIC_WIDTH,
+) -> go.Figure:
+    """Every layer x head in one image. No highlight of the chosen head in the picture: it stays
+    the same when only the head changes, so the app can keep it in the browser. `width`: the
+    widest the image may be drawn. The figure's height follows from it: in a narrower page the
+    image keeps its shape and the rest of that height stays empty, so a page that is known to be
+    narrower (projector mode) asks for less."""
+    n = _n(trace)
+    mode = mode or default_scale(n)
+    # Long inputs get bigger thumbnails (more pooled pixels) and a power colour scale.
+    thumb = 48 if n <= LONG else 96
+    gamma = {"power": GAMMA, "log": GAMMA / 2, "fixed": 1.0, "max": 1.0}[mode]
+    rows_px = trace.n_layers * (thumb + 4) + 4
+    cols_px = trace.n_heads * (thumb + 4) + 4
+    zoom = min(3.0, width / cols_px, 820 / rows_px)
+    # Without a focus token only the pooled weights are needed (a GPU trace copies just those).
+    weights = trace.weights() if focus is not None else pooled_weights(trace, thumb, thumb)
+    return figures.mosaic(
+        weights,
+        thumb=thumb,
+        shared_scale=shared,
+        title=tr("ex.overview_title"),
+        height=max(200, int(rows_px * zoom) + 70),
+        focus=focus,
+        gamma=gamma,
+        marked=tuple(sorted(silenced(trace))),
+    )
+
+
+HEAD_IMAGE_SIDE = 256  # pixels a side of the overview's chosen head on a long input
+
+
+def head_image_figure(
+    trace: Trace, tr: Tr, layer: int, head: int, mode: str | None = None,
+    side: int = HEAD_IMAGE_SIDE,
+) -> go.Figure:  # fmt: skip
+    """The overview's chosen head on a long input: its weights as a compact image (see
+    figures.weights_image), coloured like the thumbnails above it. Head detail has the numbers."""
+    n = _n(trace)
+    w = trace.layers[layer].head("weights", head)  # [q, k] on the trace's device
+    return figures.weights_image(
+        w,
+        trace.key_tokens,
+        trace.tokens,
+        title=tr("ex.overview_head_title", l=layer, h=head),
+        side=side,
+        gamma=overview_gamma(trace, mode),
+        height=min(900, max(560, 2 * min(n, side) + 160)),
+        x_title=tr("w.key"),
+        y_title=tr("w.query"),
+    )
+
+
+def overview_gamma(trace: Trace, mode: str | None) -> float:
+    mode = mode or default_scale(_n(trace))
+    return {"power": GAMMA, "log": GAMMA / 2, "fixed": 1.0, "max": 1.0}[mode]
+
+
+def detail_figures(
+    trace: Trace,
+    tr: Tr,
+    layer: int,
+    head: int,
+    shared: bool = False,
+    mode: str | None = None,
+    window: tuple[int, int] | None = None,
+    mark: tuple[int, int] | None = None,
+) -> list[go.Figure]:
+    """Raw scores, the logits softmax sees and the weights of one head (Head detail), for the
+    positions window[0]..window[1]-1 on both axes; `mark` outlines a (query, key) cell."""
+    lt = trace.layers[layer]
+    n = _n(trace)
+    mode = mode or default_scale(n, short="max")
+    lo, hi = window or (0, n)
+    # A window of positions lo..hi-1 on both axes (clipped to each side's length).
+    qs, ks = slice(lo, min(hi, len(trace.tokens))), slice(lo, min(hi, len(trace.key_tokens)))
+    scores, logits = lt.head("scores", head), lt.head_logits(head)  # [q, k] each
+    bound_scores = bound_logits = None
+    if shared:  # one colour range for every head of the layer
+        all_logits = lt.logits()  # [head, q, k]
+        finite = all_logits[torch.isfinite(all_logits)]
+        bound_scores = float(lt.scores.abs().max())
+        bound_logits = float(finite.abs().max()) if finite.numel() else None
+    long = hi - lo > LONG
+    # Short: three panels side by side. Long: the weights across the page, sized to n; the
+    # scores and logits below, side by side. Labels every k-th token from the pixels there are.
+    big = min(900, max(560, 2 * (hi - lo) + 160))
+    side_h = 560 if long else 420
+    common = dict(
+        x_title=tr("w.key"), y_title=tr("w.query"), start=(lo, lo), x_tokens=trace.key_tokens[ks],
+        y_tokens=trace.tokens[qs],
+    )  # fmt: skip
+    if mark is not None and lo <= mark[0] < hi and lo <= mark[1] < hi:
+        # the query row and key column "open in Head detail" came from
+        common.update(highlight_row=mark[0] - lo, highlight_col=mark[1] - lo)
+    small = dict(common, height=side_h, auto_ticks=True)
+    weights = lt.head("weights", head)[qs, ks]  # [q, k] window
+    return [
+        figures.heatmap(
+            scores[qs, ks],  # [q, k] window
+            title=tr("w.scores"),
+            value_name="q·k",
+            signed=True,
+            zmin=None if bound_scores is None else -bound_scores,
+            zmax=bound_scores,
+            **small,
+        ),
+        figures.heatmap(
+            logits[qs, ks],  # [q, k] window
+            title=tr("w.logits") + f" · × {lt.scale:.4g}",
+            value_name="logit",
+            signed=True,
+            zmin=None if bound_logits is None else -bound_logits,
+            zmax=bound_logits,
+            show_y_labels=long,
+            **small,
+        ),
+        figures.heatmap(
+            weights,
+            title=tr("w.weights"),
+            value_name=tr("w.weights"),
+            show_y_labels=long,
+            **dict(small, height=big if long else side_h),
+            **colour_kwargs(weights, "fixed" if shared else mode, tr),
+        ),
+    ]
+
+
+def rollout_figures(
+    trace: Trace, tr: Tr, layer: int, query: int, residual: bool = True, mode: str | None = None
+) -> list[go.Figure]:
+    """rollout(trace) at one layer as a heatmap, and which input tokens feed `query` as bars.
+    Raises ValueError for a trace whose layers do not compose (cross-attention)."""
+    rolled = rollout(trace, residual=residual)  # [layer, q, k]
+    n = len(trace.tokens)
+    mode = mode or default_scale(n)
+    matrix = rolled[layer]  # [q, k]
+    heat = figures.heatmap(
+        matrix,
+        trace.key_tokens,
+        trace.tokens,
+        title=tr("lv.rollout_title", l=layer),
+        value_name=tr("lv.rollout_value"),
+        height=min(900, max(420, 12 * n + 160)) if n > 24 else 460,
+        x_title=tr("lv.input_token"),
+        y_title=tr("w.query"),
+        highlight_row=query,
+        auto_ticks=True,
+        **colour_kwargs(matrix, mode, tr, tr("lv.rollout_value")),
+    )
+    bars = figures.bars(
+        matrix[query],
+        trace.key_tokens,
+        title=tr("lv.rollout_bars", token=trace.tokens[query], l=layer),
+        value_name=tr("lv.rollout_value"),
+        highlight=query,
+        auto_ticks=True,
+        height=340,
+    )
+    if mode == "log":  # the same reading as the map: small shares stay visible
+        bars.update_yaxes(type="log")
+    return [heat, bars]
+
+
+def query_figures(trace: Trace, tr: Tr, layer: int, head: int, query: int) -> list[go.Figure]:
+    """Where one query looks (bars), its q vector, and q_i·k_i for every key (One query)."""
+    lt = trace.layers[layer]
+    kv = head // (lt.n_heads // lt.n_kv_heads)
+    q = lt.head("q", head)[query]  # [d_head]
+    k = lt.head("k", kv)  # [k, d_head]
+    dims = [str(i) for i in range(q.shape[0])]
+    return [
+        figures.bars(
+            lt.head("weights", head)[query],
+            trace.key_tokens,
+            title=tr("ex.query_bars", token=trace.tokens[query]),
+            highlight=query if not trace.is_cross else None,
+            value_name=tr("w.weights"),
+        ),
+        figures.heatmap(
+            q.unsqueeze(0),
+            dims,
+            [trace.tokens[query]],
+            title=tr("ex.q_vector"),
+            value_name="q",
+            signed=True,
+            height=200,
+            max_ticks=8,
+            x_title=tr("w.dim"),
+            y_title=tr("w.query"),
+        ),
+        figures.heatmap(
+            k * q,  # [k, d_head]: each row sums to that key's q·k
+            dims,
+            trace.key_tokens,
+            title=tr("ex.qk_products"),
+            value_name="q_i·k_i",
+            signed=True,
+            height=max(260, 22 * k.shape[0]),
+            max_ticks=16,
+            x_title=tr("w.dim"),
+            y_title=tr("w.key"),
+        ),
+    ]
+
+
+def link_figure(trace: Trace, tr: Tr, query: int, key: int) -> go.Figure:
+    """The weight from one query token to one key token in every head (Link two tokens)."""
+    grid = trace.weights()[:, :, query, key]  # [layer, head]
+    fig = figures.heatmap(
+        grid,
+        [f"H{h}" for h in range(grid.shape[1])],
+        [f"L{la}" for la in range(grid.shape[0])],
+        title=tr("ex.link_title", q=trace.tokens[query], k=trace.key_tokens[key]),
+        value_name=tr("w.weights"),
+        zmin=0.0,
+        zmax=max(float(grid.max()), 1e-6),
+        show_values=grid.numel() <= 400,
+        height=90 + 34 * grid.shape[0],
+        x_title=tr("ex.head"),
+        y_title=tr("pg.layer"),
+    )
+    fig.update_xaxes(tickangle=0)
+    figures.mark_cells(fig, sorted(silenced(trace)))
+    return fig
+
+
+def outputs_figures(trace: Trace, tr: Tr, layer: int, head: int) -> list[go.Figure]:
+    """One head's z and the block's output after W_O, token x dimension."""
+    lt = trace.layers[layer]
+    panels = (
+        (lt.head("z", head), tr("ex.z_title", h=head), "z"),
+        (lt.output, tr("ex.output_title"), "output"),
+    )
+    return [
+        figures.vectors(
+            matrix,
+            trace.tokens,
+            title=title,
+            value_name=name,
+            y_title=tr("w.query"),
+            x_title=tr("w.dim"),
+        )
+        for matrix, title, name in panels
+    ]
