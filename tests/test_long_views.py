@@ -10,9 +10,8 @@ import plotly.io as pio
 import pytest
 import torch
 
-from attnviz import StackConfig, trace_text
-from attnviz.engine import rollout
-from attnviz.views import figures
+from attnviz import StackConfig, rollout, trace_text
+from attnviz.views import charts, heatmaps, images
 from attnviz.views.colour import SCALES, colour_scale
 from attnviz.views.lines import is_cjk, lines_figure, select_lines
 from tests.apphelpers import app, decode, heatmap_specs, image_pixels, specs
@@ -66,7 +65,7 @@ def test_unknown_colour_scale_is_refused() -> None:
 def test_auto_ticks_leave_label_spacing_to_the_browser_and_number_a_window() -> None:
     w = spread_weights(100)[0, 40:60, 40:60]  # [q, k] a window of positions 40..59
     tokens = [f"t{i}" for i in range(40, 60)]
-    fig = figures.heatmap(w, tokens, tokens, auto_ticks=True, start=(40, 40), colorbar_title="cb")
+    fig = heatmaps.heatmap(w, tokens, tokens, auto_ticks=True, start=(40, 40), colorbar_title="cb")
     spec = json.loads(pio.to_json(fig))
     for axis in ("xaxis", "yaxis"):
         assert spec["layout"][axis]["tickmode"] == "auto"
@@ -76,7 +75,7 @@ def test_auto_ticks_leave_label_spacing_to_the_browser_and_number_a_window() -> 
 
 
 def test_bars_with_auto_ticks_number_their_categories() -> None:
-    fig = figures.bars([0.5, 0.5], ["<b>", "x"], auto_ticks=True)
+    fig = charts.bars([0.5, 0.5], ["<b>", "x"], auto_ticks=True)
     spec = json.loads(pio.to_json(fig))
     assert spec["data"][0]["x"] == ["0: &lt;b&gt;", "1: x"]
     assert spec["layout"]["xaxis"]["tickmode"] == "auto"
@@ -90,7 +89,7 @@ def test_focus_mosaic_draws_one_bar_per_key_of_the_focused_row() -> None:
     w[0, 0, 2] = torch.tensor([0.0, 1.0, 0.0, 0.0])  # head 0, query 2: all on key 1
     w[0, 1, 2] = torch.tensor([0.25, 0.25, 0.25, 0.25])
     w[:, :, [0, 1, 3]] = 0.25
-    fig = figures.mosaic(w, thumb=8, gap=2, focus=2)
+    fig = images.mosaic(w, thumb=8, gap=2, focus=2)
     img = image_pixels(fig.data[0])  # [rows, cols, rgb]
     tile0 = img[2:10, 2:10]  # head 0: th = tw = 8 (4 keys x 2 pixels)
     background = (tile0 == 246).all(-1)  # [8, 8]
@@ -99,13 +98,13 @@ def test_focus_mosaic_draws_one_bar_per_key_of_the_focused_row() -> None:
     tile1 = img[2:10, 12:20]  # head 1: uniform row, every bar full height (scaled to its max)
     assert not (tile1 == 246).all(-1).any()
     with pytest.raises(ValueError, match="focus=4"):
-        figures.mosaic(w, focus=4)
+        images.mosaic(w, focus=4)
 
 
 def test_gamma_brightens_thin_weights_in_the_mosaic() -> None:
     w = spread_weights(64).unsqueeze(0)  # [layer, head, q, k]
-    lin = image_pixels(figures.mosaic(w).data[0]).astype(float)
-    pw = image_pixels(figures.mosaic(w, gamma=0.5).data[0]).astype(float)
+    lin = image_pixels(images.mosaic(w).data[0]).astype(float)
+    pw = image_pixels(images.mosaic(w, gamma=0.5).data[0]).astype(float)
     assert pw.mean() < lin.mean()  # darker blues on average: thin weights show
 
 

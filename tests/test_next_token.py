@@ -9,7 +9,7 @@ from attnviz.engine.grouping import expanded_error, mode
 from attnviz.engine.next_token import probabilities, top_k
 from attnviz.engine.trace import LayerTrace, Trace
 from attnviz.lessons.costs import kv_cache_bytes
-from attnviz.views.model_figures import next_tokens
+from attnviz.views.charts import next_tokens
 
 
 def fake(logits: list[float]) -> Trace:

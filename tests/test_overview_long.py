@@ -15,7 +15,7 @@ import torch
 from PIL import Image
 
 from attnviz.i18n import translate
-from attnviz.views import figures
+from attnviz.views import images
 from tests.apphelpers import app, specs
 
 LONG_TEXT = " ".join(["the cat sat on the mat near the river while a dog slept"] * 12)  # ~145
@@ -31,7 +31,7 @@ def test_weights_image_is_pooled_small_and_positioned() -> None:
     torch.manual_seed(0)
     w = torch.softmax(torch.randn(512, 512) * 3, dim=-1)  # [q, k] a noisy, hard-to-compress head
     tokens = [f"t{i}" for i in range(512)]
-    fig = figures.weights_image(w, tokens, tokens, side=256, gamma=0.25)
+    fig = images.weights_image(w, tokens, tokens, side=256, gamma=0.25)
     img = _png(fig)
     assert img.size == (256, 256) and img.mode == "P"  # pooled 2 x 2, a palette image
     assert len(fig.data[0].source) < 150_000
@@ -47,7 +47,7 @@ def test_weights_image_is_pooled_small_and_positioned() -> None:
 
 def test_short_inputs_are_drawn_at_one_pixel_per_token() -> None:
     w = torch.softmax(torch.randn(10, 12), dim=-1)
-    fig = figures.weights_image(w, list("abcdefghijkl"), list("abcdefghij"))
+    fig = images.weights_image(w, list("abcdefghijkl"), list("abcdefghij"))
     assert _png(fig).size == (12, 10) and fig.data[0].dx == 1.0 and fig.data[0].x0 == 0.0
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from attnviz.views import figures
+from attnviz.views import charts, heatmaps, spec
 from attnviz.views.projector import enlarge
 from tests.apphelpers import app
 
@@ -24,12 +24,12 @@ PAGES = [
 
 
 def test_enlarge_grows_every_font_and_keeps_many_column_numbers_apart() -> None:
-    small = figures.heatmap([[0.1, 0.2], [0.3, 0.4]], ["a", "b"], ["c", "d"], title="t",
+    small = heatmaps.heatmap([[0.1, 0.2], [0.3, 0.4]], ["a", "b"], ["c", "d"], title="t",
                             show_values=True, height=300)  # fmt: skip
     enlarge(small)
     assert small.layout.font.size == 18 and small.layout.height == 360
     assert small.layout.xaxis.tickfont.size == 17 and small.data[0].textfont.size == 15
-    wide = figures.heatmap([[0.1] * 12] * 2, list("abcdefghijkl"), ["c", "d"], show_values=True)
+    wide = heatmaps.heatmap([[0.1] * 12] * 2, list("abcdefghijkl"), ["c", "d"], show_values=True)
     enlarge(wide)
     assert wide.data[0].textfont.size == 11  # 12 columns: bigger digits would run together
     with pytest.raises(ValueError):
@@ -80,13 +80,12 @@ def test_a_line_break_in_a_title_is_kept_and_nothing_else_becomes_markup() -> No
     """Why √d_k's three charts share a third of the page each: their titles break into two lines
     (a "\\n" in the string), and the top margin grows by a line so the title stays off the plot."""
     from attnviz.i18n import translate
-    from attnviz.views import figures
 
     for lang in ("en", "zh"):
         title = translate("ws.jac_title", lang)
-        fig = figures.lines([1, 2], {"a": [1.0, 2.0]}, title=title)
+        fig = charts.lines([1, 2], {"a": [1.0, 2.0]}, title=title)
         assert fig.layout.title.text.count("<br>") == 1 == title.count("\n")
-        assert fig.layout.margin.t == 40 + figures.TITLE_LINE_PX
-    typed = figures.lines([1, 2], {"a": [1.0, 2.0]}, title="<br><b>x</b>")
+        assert fig.layout.margin.t == 40 + spec.TITLE_LINE_PX
+    typed = charts.lines([1, 2], {"a": [1.0, 2.0]}, title="<br><b>x</b>")
     assert typed.layout.title.text == "&lt;br&gt;&lt;b&gt;x&lt;/b&gt;"
     assert typed.layout.margin.t == 40

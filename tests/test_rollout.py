@@ -6,8 +6,7 @@ import pytest
 import torch
 
 import attnviz
-from attnviz import StackConfig, load_model, trace_model, trace_text
-from attnviz.engine import rollout
+from attnviz import StackConfig, load_model, rollout, trace_model, trace_text
 
 ATOL = 1e-5
 
@@ -97,4 +96,4 @@ def test_cross_attention_is_refused_with_a_clear_message() -> None:
 
 
 def test_importable_from_the_package() -> None:
-    assert attnviz.engine.rollout is rollout and "rollout" in attnviz.__all__
+    assert attnviz.rollout is rollout and "rollout" in attnviz.__all__

@@ -16,7 +16,8 @@ import torch
 from attnviz import StackConfig, trace_text
 from attnviz.engine.trace import LayerTrace, compact, pooled_weights, to_view
 from attnviz.serve.bytecache import ByteCache
-from attnviz.views import figures
+from attnviz.views import heatmaps, images
+from attnviz.views import spec as figure_spec
 from tests.apphelpers import ROOT, app, image_pixels, specs
 
 
@@ -29,18 +30,18 @@ def test_png_data_uri_is_lossless_with_and_without_a_palette() -> None:
     few = rng.integers(0, 4, (20, 30, 3), dtype=np.uint8) * 60  # 64 colours: palette
     many = rng.integers(0, 256, (20, 30, 3), dtype=np.uint8)  # >256 colours: RGB
     for img in (few, many):
-        np.testing.assert_array_equal(_png(figures.png_data_uri(img)), img)
+        np.testing.assert_array_equal(_png(images.png_data_uri(img)), img)
 
 
 def test_mosaic_is_a_small_image_and_the_same_from_pooled_weights() -> None:
     w = torch.softmax(torch.randn(6, 12, 300, 300) * 3, -1)  # [layer, head, q, k]
-    fig = figures.mosaic(w)
+    fig = images.mosaic(w)
     spec = json.loads(fig.to_json())
     assert "z" not in spec["data"][0]  # no raw RGB array in the JSON
     assert len(fig.to_json()) < 400_000  # it was ~1.9 MB as a raw array
     trace = trace_text("a b c d e f g h i j", StackConfig(d_model=16, n_heads=4, n_layers=2))
-    full = figures.mosaic(trace.weights())
-    pooled = figures.mosaic(pooled_weights(trace, 48, 48))
+    full = images.mosaic(trace.weights())
+    pooled = images.mosaic(pooled_weights(trace, 48, 48))
     assert full.data[0].source == pooled.data[0].source
     big = torch.softmax(torch.randn(2, 3, 100, 90), -1)  # [layer, head, q, k]
     lt = [LayerTrace(big[i], big[i], big[i], big[i], 1.0, None, big[i], big[i], big[i, 0])
@@ -297,7 +298,7 @@ def test_figures_built_without_validation_are_the_same_figures(monkeypatch) -> N
     from attnviz.i18n import translate
     from attnviz.views import panels as views
 
-    assert figures._VALIDATE  # tests/conftest.py
+    assert figure_spec._VALIDATE  # tests/conftest.py
     trace = trace_text("the cat sat on the mat", StackConfig(d_model=16, n_heads=4, n_layers=2))
     long_w = torch.softmax(torch.randn(300, 300), -1)  # [q, k]
 
@@ -308,13 +309,13 @@ def test_figures_built_without_validation_are_the_same_figures(monkeypatch) -> N
         figs = [
             views.overview_figure(trace, tr),
             *views.detail_figures(trace, tr, 1, 2, mark=(1, 2)),
-            figures.weights_image(long_w, ["k"] * 300, ["q"] * 300, title="w"),
-            figures.heatmap(trace.layers[0].weights[0], trace.tokens, trace.tokens, show_values=1),
+            images.weights_image(long_w, ["k"] * 300, ["q"] * 300, title="w"),
+            heatmaps.heatmap(trace.layers[0].weights[0], trace.tokens, trace.tokens, show_values=1),
         ]
         return [json.loads(f.to_json()) for f in figs]  # the same JSON, keys in any order
 
     validated = build()
-    monkeypatch.setattr(figures, "_VALIDATE", False)
+    monkeypatch.setattr(figure_spec, "_VALIDATE", False)
     assert build() == validated
 
 
@@ -334,36 +335,36 @@ def test_mosaic_images_take_the_known_palette_and_stay_lossless(monkeypatch) -> 
     """The mosaic's colours (weight levels, white, the focus bars' grey, the X's grey, the
     selection's orange) are indexed by one table lookup instead of np.unique's sort."""
     seen = []
-    real = figures.png_data_uri
-    monkeypatch.setattr(figures, "png_data_uri", lambda img: seen.append(img) or real(img))
+    real = images.png_data_uri
+    monkeypatch.setattr(images, "png_data_uri", lambda img: seen.append(img) or real(img))
     w = torch.softmax(torch.randn(2, 3, 40, 40) * 3, -1)  # [layer, head, q, k]
     figs = [
-        figures.mosaic(w, selected=(1, 2), marked=[(0, 1)]),
-        figures.mosaic(w, focus=5, gamma=0.5, selected=(0, 0)),
-        figures.weights_image(w[0, 0], ["k"] * 40, ["q"] * 40, side=20),
+        images.mosaic(w, selected=(1, 2), marked=[(0, 1)]),
+        images.mosaic(w, focus=5, gamma=0.5, selected=(0, 0)),
+        images.weights_image(w[0, 0], ["k"] * 40, ["q"] * 40, side=20),
     ]
-    known = figures._known_palette()[0]
+    known = images._known_palette()[0]
     for fig, img in zip(figs, seen, strict=True):
         flat = img.reshape(-1, 3).astype(np.uint32)
         packed = (flat[:, 0] << 16) | (flat[:, 1] << 8) | flat[:, 2]
-        colours, index = figures._palette_index(packed)
+        colours, index = images._palette_index(packed)
         assert colours is known  # the fast path, not the fallback
         np.testing.assert_array_equal(colours[index], packed)
         np.testing.assert_array_equal(_png(fig.data[0].source), img)
 
 
 def test_a_spec_sends_what_its_figure_sends_every_time() -> None:
-    """figures.Spec: the JSON plotly.io.to_json makes of it (what st.plotly_chart sends) is the
+    """spec.Spec: the JSON plotly.io.to_json makes of it (what st.plotly_chart sends) is the
     figure's, on every call (to_json pops trace uids in place), and figure() gives it back."""
     import plotly.io
     import plotly.tools
 
     trace = trace_text("the cat sat on the mat", StackConfig(d_model=16, n_heads=4, n_layers=2))
     for fig in (
-        figures.heatmap(trace.layers[0].weights[0], trace.tokens, trace.tokens, title="<b>w</b>"),
-        figures.mosaic(trace.weights(), selected=(1, 1)),
+        heatmaps.heatmap(trace.layers[0].weights[0], trace.tokens, trace.tokens, title="<b>w</b>"),
+        images.mosaic(trace.weights(), selected=(1, 1)),
     ):
-        spec = figures.Spec(fig)
+        spec = figure_spec.Spec(fig)
 
         def sent(f) -> str:
             return plotly.io.to_json(
@@ -376,7 +377,7 @@ def test_a_spec_sends_what_its_figure_sends_every_time() -> None:
 
 
 def test_specs_made_straight_from_the_dicts_send_what_the_figures_send(monkeypatch) -> None:
-    """figures.as_specs: the app's cached figures skip go.Figure and its deep copies; what
+    """spec.as_specs: the app's cached figures skip go.Figure and its deep copies; what
     st.plotly_chart sends of them must be what it sends of the figures (keys in any order)."""
     import plotly.io
     import plotly.tools
@@ -385,7 +386,7 @@ def test_specs_made_straight_from_the_dicts_send_what_the_figures_send(monkeypat
     from attnviz.i18n import translate
     from attnviz.views import panels as views
 
-    monkeypatch.setattr(figures, "_VALIDATE", False)  # the app's mode
+    monkeypatch.setattr(figure_spec, "_VALIDATE", False)  # the app's mode
     trace = trace_text("the cat sat on the mat", StackConfig(d_model=16, n_heads=4, n_layers=2))
     long_w = torch.softmax(torch.randn(300, 300), -1)  # [q, k]
     logits = trace.layers[1].logits()[0]  # [q, k] with no -inf: mask one cell
@@ -399,8 +400,8 @@ def test_specs_made_straight_from_the_dicts_send_what_the_figures_send(monkeypat
             views.overview_figure(trace, tr),
             views.overview_figure(trace, tr, focus=2, shared=True),
             *views.detail_figures(trace, tr, 1, 2, mark=(1, 2), mode="power"),
-            figures.weights_image(long_w, ["k"] * 300, ["q"] * 300, title="<w>"),
-            figures.heatmap(logits, trace.tokens, trace.tokens, show_values=True),
+            images.weights_image(long_w, ["k"] * 300, ["q"] * 300, title="<w>"),
+            heatmaps.heatmap(logits, trace.tokens, trace.tokens, show_values=True),
         ]
 
     def sent(f) -> dict:
@@ -408,9 +409,9 @@ def test_specs_made_straight_from_the_dicts_send_what_the_figures_send(monkeypat
             plotly.io.to_json(plotly.tools.return_figure_from_figure_or_data(f, True), False)
         )
 
-    plain, specs = build(), figures.as_specs(build)
-    assert all(isinstance(f, figures.Spec) for f in specs)
-    assert not any(isinstance(f, figures.Spec) for f in build())  # only inside as_specs
+    plain, specs = build(), figure_spec.as_specs(build)
+    assert all(isinstance(f, figure_spec.Spec) for f in specs)
+    assert not any(isinstance(f, figure_spec.Spec) for f in build())  # only inside as_specs
     for fig, spec in zip(plain, specs, strict=True):
         assert sent(spec) == sent(spec) == sent(fig)
         assert sent(spec)["layout"]["template"] == sent(fig)["layout"]["template"] != {}

@@ -272,7 +272,7 @@ def test_scaling_off_sharpens_the_weights() -> None:
 
 def test_import_attnviz_does_not_import_streamlit() -> None:
     code = (
-        "import sys, attnviz, attnviz.views.figures, attnviz.views.frames; "
+        "import sys, attnviz, attnviz.views.panels, attnviz.views.frames; "
         "print('streamlit' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

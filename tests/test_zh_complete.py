@@ -139,7 +139,7 @@ def english_words(at) -> dict[str, list[str]]:
         plain = re.sub(r"\$[^$]*\$", " ", text)  # inline LaTeX is a formula
         plain = re.sub(r"`[^`]*`", " ", plain)  # code spans: names of code
         plain = re.sub(r"https?://\S+", " ", plain)
-        plain = re.sub(r"<br>", " ", plain)  # a chart title's line break (figures._layout_dict)
+        plain = re.sub(r"<br>", " ", plain)  # a chart title's line break (spec.layout_dict)
         plain = re.sub(r"(?<=[^\sA-Za-z])_[A-Za-z0-9]{1,3}\b", " ", plain)  # 权重_ij
         plain = re.sub(r"《[^》]*》", " ", plain)  # a book or paper title stays in its language
         plain = re.sub(r"\b\w+(?:-\w+){2,}\b", " ", plain)  # model ids: bert-base-chinese

@@ -7,7 +7,7 @@ import streamlit as st
 from attnviz import StackConfig, ui
 from attnviz.engine.config import divisors
 from attnviz.lessons import costs, formulas
-from attnviz.views import figures
+from attnviz.views import heatmaps
 
 t = ui.t
 st.title(t("mh.title"))
@@ -186,7 +186,7 @@ shown = min(n_heads, 8)
 cols = st.columns(shown)
 for h in range(shown):
     with cols[h]:
-        fig = figures.heatmap(
+        fig = heatmaps.heatmap(
             layer.z[h],
             [str(i) for i in range(d_k)],
             trace.tokens,
@@ -208,7 +208,7 @@ panels = (
 )
 for col, (matrix, title, name) in zip(st.columns(2), panels, strict=True):
     with col:
-        fig = figures.vectors(
+        fig = heatmaps.vectors(
             matrix, trace.tokens, title=title, value_name=name, height=320, x_title=t("w.dim")
         )
         ui.chart(fig, key=name)

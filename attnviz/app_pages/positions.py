@@ -9,7 +9,7 @@ from attnviz.engine.tokenize import tokenize
 from attnviz.lessons.positions import compare_norms, norm_example
 from attnviz.lessons.scaling import kernel_from_heads, quadratic_position_scores
 from attnviz.ui import markup
-from attnviz.views import figures
+from attnviz.views import charts, images
 
 t = ui.t
 st.title(t("po.title"))
@@ -58,13 +58,13 @@ alpha = c2.select_slider(
 one = quadratic_position_scores(15, delta, alpha)
 labels = [f"{int(d):+d}" for d in one.offsets.tolist()]
 ui.chart(
-    figures.bars(
+    charts.bars(
         one.weights, labels, title=t("po.bars"), highlight=7 + delta, value_name=t("w.weights")
     ),
     key="po_bars",
 )
 maps = kernel_from_heads((7, 7), alpha)  # [head, row, col]
-fig = figures.mosaic(maps.view(3, 3, 7, 7).float(), thumb=70, title=t("po.kernel"))
+fig = images.mosaic(maps.view(3, 3, 7, 7).float(), thumb=70, title=t("po.kernel"))
 fig.update_xaxes(ticktext=["Δ₂ = −1", "Δ₂ = 0", "Δ₂ = +1"])
 fig.update_yaxes(ticktext=["Δ₁ = −1", "Δ₁ = 0", "Δ₁ = +1"])
 ui.chart(fig, key="po_kernel")

@@ -7,7 +7,7 @@ from attnviz import ui
 from attnviz.engine.config import StackConfig
 from attnviz.lessons.sharing import comparison, kv_head_of
 from attnviz.ui import pretrained
-from attnviz.views import figures
+from attnviz.views import charts, heatmaps
 
 t = ui.t
 st.title(t("sh.title"))
@@ -27,7 +27,7 @@ st.markdown(
 )
 kv_of = kv_head_of(n_heads, n_kv)
 ui.chart(
-    figures.sharing_diagram(kv_of, q_label=t("sh.q_heads"), kv_label=t("sh.kv_row")), key="diagram"
+    charts.sharing_diagram(kv_of, q_label=t("sh.q_heads"), kv_label=t("sh.kv_row")), key="diagram"
 )
 st.caption(t("sh.rule"))
 
@@ -39,7 +39,7 @@ if trace is not None:
     cells = ui.grid(n_kv, per_row)
     for g in range(n_kv):
         heads = ", ".join(str(h) for h in range(n_heads) if kv_of[h] == g)
-        fig = figures.vectors(
+        fig = heatmaps.vectors(
             layer.k[g],
             trace.key_tokens,
             title=t("sh.k_title", g=g, heads=heads),

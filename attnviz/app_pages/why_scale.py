@@ -6,7 +6,7 @@ import streamlit as st
 
 from attnviz import StackConfig, ui
 from attnviz.engine.trace import mean_max_weight
-from attnviz.views import figures
+from attnviz.views import charts, heatmaps
 
 t = ui.t
 st.title(t("ws.title"))
@@ -16,7 +16,7 @@ variance, saturation = ui.cached_sweeps()
 d_ks = [row["d_k"] for row in variance]
 c1, c2 = st.columns([3, 1])
 with c1:
-    fig = figures.lines(
+    fig = charts.lines(
         d_ks,
         {
             t("ws.var_measured"): [row["var_scores"] for row in variance],
@@ -49,12 +49,12 @@ def series(key: str) -> dict[str, list[float]]:
 n_keys = 16
 c1, c2, c3 = st.columns(3)
 with c1:
-    fig = figures.lines(
+    fig = charts.lines(
         sat_d, series("max_weight"), title=t("ws.sat_title", n=n_keys), x_title="d_k", log_x=True
     )
     ui.chart(fig, key="saturation")
 with c2:
-    fig = figures.lines(
+    fig = charts.lines(
         sat_d,
         series("entropy"),
         title=t("ws.ent_title", u=math.log(n_keys)),
@@ -63,7 +63,7 @@ with c2:
     )
     ui.chart(fig, key="entropy")
 with c3:
-    fig = figures.lines(
+    fig = charts.lines(
         sat_d, series("jacobian_norm"), title=t("ws.jac_title"), x_title="d_k", log_x=True
     )
     ui.chart(fig, key="jacobian")
@@ -88,7 +88,7 @@ if on is not None and off is not None:
     c1, c2 = st.columns(2)
     for col, trace, label in ((c1, on, "ws.scaled"), (c2, off, "ws.unscaled")):
         with col:
-            fig = figures.heatmap(
+            fig = heatmaps.heatmap(
                 trace.layers[0].weights[0],
                 trace.key_tokens,
                 trace.tokens,

@@ -52,8 +52,8 @@ def preload_imports() -> None:
 
     import attnviz.engine.hooked.loading  # noqa: F401
     import attnviz.engine.hooked.tracing  # noqa: F401
-    import attnviz.views.figures  # noqa: F401
     import attnviz.views.frames  # noqa: F401
+    import attnviz.views.panels  # noqa: F401
 
 
 def _load() -> None:

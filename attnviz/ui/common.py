@@ -11,7 +11,7 @@ from attnviz.engine.stack import trace_text
 from attnviz.engine.trace import Trace
 from attnviz.i18n import LANGUAGES, examples, language_of, translate
 from attnviz.ui import markup
-from attnviz.views.figures import PLOTLY_CONFIG, Spec
+from attnviz.views.spec import PLOTLY_CONFIG, Spec
 
 PAIR_SEP = "|||"
 DEFAULT_TEXT = next(iter(examples("en").values()))
@@ -365,10 +365,10 @@ def cached_walkthrough(
 
 def numbers(matrix, cols, rows, title: str, key: str, highlight: int | None = None, signed=True):
     """A small matrix drawn with its numbers in the cells."""
-    from attnviz.views import figures
+    from attnviz.views import heatmaps
 
     n = len(rows)
-    fig = figures.heatmap(
+    fig = heatmaps.heatmap(
         matrix,
         cols,
         rows,

@@ -32,7 +32,7 @@ from attnviz.ui.long import (
 )
 from attnviz.ui.projector import on as projector_on
 from attnviz.ui.projector import table as show_table
-from attnviz.views import figures, frames
+from attnviz.views import charts, frames, spec
 from attnviz.views import panels as views
 
 HEAD_MAPS_KEPT = 6  # one head's three maps kept ready per trace (short inputs only)
@@ -101,10 +101,10 @@ def saturation(trace: Trace, layer: int) -> None:
     n_k = w.shape[-1]
     c1, c2 = st.columns(2)
     with c1:
-        chart(figures.gauge(mean_max_weight(w), title=t("ex.gauge_max")), key="gauge_max")
+        chart(charts.gauge(mean_max_weight(w), title=t("ex.gauge_max")), key="gauge_max")
     with c2:
         rel = mean_entropy(w) / max(torch.log(torch.tensor(float(n_k))).item(), 1e-9)
-        chart(figures.gauge(rel, title=t("ex.gauge_entropy")), key="gauge_entropy")
+        chart(charts.gauge(rel, title=t("ex.gauge_entropy")), key="gauge_entropy")
     st.caption(t("ex.gauge_help", n=n_k, uniform=1 / n_k))
 
 
@@ -157,7 +157,7 @@ def overview(trace: Trace) -> None:
     fig = per_trace(
         trace,
         ("mosaic", shared, focus, mode, lang(), width),
-        lambda: figures.as_specs(
+        lambda: spec.as_specs(
             lambda: views.overview_figure(trace, t, shared, focus, mode, width=width)
         ),
     )
@@ -228,7 +228,7 @@ def _head_triplet(
         scores, logits, weights = per_trace(
             trace,
             ("head maps", layer, head, shared, mode, lo, hi, mark, lang()),
-            lambda: figures.as_specs(build),
+            lambda: spec.as_specs(build),
             keep=HEAD_MAPS_KEPT,
         )
     else:

@@ -9,7 +9,7 @@ from attnviz.engine.next_token import top_k
 from attnviz.engine.trace import Trace
 from attnviz.ui import markup
 from attnviz.ui.common import chart, t, url_seed, url_sync
-from attnviz.views import figures, model_figures
+from attnviz.views import charts, heatmaps, spec
 
 PARTS = ("encoder", "decoder", "cross")
 PREFIX = {"encoder": "E", "decoder": "D", "cross": "X"}  # heads of an encoder-decoder: E0H3
@@ -70,9 +70,9 @@ def next_tokens(model, trace: Trace, base: Trace | None, k: int = 10) -> None:
         return
     base_dec = None if base is None else (base.part("decoder") if base.parts else base)
     rows = top_k(dec, lambda i: model.tokenizer.decode([i]), k=k, base=base_dec)
-    fig = model_figures.next_tokens(
+    fig = charts.next_tokens(
         rows,
-        title=t("pm.next_title", token=figures.escape([dec.tokens[-1]])[0]),
+        title=t("pm.next_title", token=spec.escape([dec.tokens[-1]])[0]),
         now_label=t("pm.next_now") if base_dec is not None else "p",
         base_label=t("pm.next_base"),
     )
@@ -133,7 +133,7 @@ def grouping_section(text: str) -> None:
         )
     )
     kv_of = kv_head_of(h, kv)
-    chart(figures.sharing_diagram(kv_of, q_label=t("pg.heads"), kv_label=t("sh.kv")), key="real")
+    chart(charts.sharing_diagram(kv_of, q_label=t("pg.heads"), kv_label=t("sh.kv")), key="real")
     try:
         trace = models.model_trace(model, (model.name, model.device, "float32"), text, None)
     except ValueError as err:
@@ -154,7 +154,7 @@ def grouping_section(text: str) -> None:
     cols = st.columns(min(shown, 4))
     for g in range(shown):
         heads = ", ".join(str(q) for q in range(h) if kv_of[q] == g)
-        fig = figures.vectors(
+        fig = heatmaps.vectors(
             lt.head("k", g),
             trace.key_tokens,
             title=t("pm.gqa_k_title", l=layer, g=g, heads=heads),

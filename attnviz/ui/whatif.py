@@ -12,7 +12,7 @@ from attnviz.engine.trace import Trace
 from attnviz.engine.whatif import WhatIf
 from attnviz.ui import markup
 from attnviz.ui.common import chart, t
-from attnviz.views import figures
+from attnviz.views import charts, heatmaps
 
 
 def followed_head(trace: Trace) -> tuple[int, int]:
@@ -53,7 +53,7 @@ def results(change: WhatIf, trace: Trace, base: Trace, head: tuple[int, int]) ->
             tabs = st.tabs([t("wi.tab_tokens"), t("wi.tab_layers"), t("wi.tab_head")])
             with tabs[0]:
                 chart(
-                    figures.bars(
+                    charts.bars(
                         change.token_change,
                         trace.tokens,
                         title=t("wi.tokens_title"),
@@ -61,7 +61,7 @@ def results(change: WhatIf, trace: Trace, base: Trace, head: tuple[int, int]) ->
                     ),
                     key="wi_tokens",
                 )
-                fig = figures.heatmap(
+                fig = heatmaps.heatmap(
                     change.layer_change,
                     trace.tokens,
                     [f"L{la}" for la in range(trace.n_layers)],
@@ -76,7 +76,7 @@ def results(change: WhatIf, trace: Trace, base: Trace, head: tuple[int, int]) ->
                 chart(fig, key="wi_layer_tokens")
             with tabs[1]:
                 shift = change.shift  # [layer, head]
-                fig = figures.heatmap(
+                fig = heatmaps.heatmap(
                     shift,
                     [f"H{h}" for h in range(trace.n_heads)],
                     [f"L{la}" for la in range(trace.n_layers)],
@@ -90,13 +90,13 @@ def results(change: WhatIf, trace: Trace, base: Trace, head: tuple[int, int]) ->
                     y_title="",
                 )
                 fig.update_xaxes(tickangle=0)
-                figures.mark_cells(fig, change.silenced)
+                heatmaps.mark_cells(fig, change.silenced)
                 chart(fig, key="shift")
                 st.caption(t("wi.shift_help"))
             with tabs[2]:
                 la, h = head
                 st.caption(t("wi.head_follows", l=la, h=h))
-                fig = figures.diff_heatmap(
+                fig = heatmaps.diff_heatmap(
                     trace.layers[la].head("weights", h),
                     base.layers[la].head("weights", h),
                     trace.key_tokens,

@@ -1,16 +1,37 @@
-"""Colour scales for weights that spread thin: a 478-token row has most weights near 1/478.
+"""Colour in attnviz: one palette, one highlight colour, and the colour scales of weights.
 
-A scale here changes only which colour a value gets, never the value: the heatmap keeps the true
-weights (hover and colour bar show them) and the non-linear part lives in the colour stops.
+A scale here changes only which colour a value gets, never the value: a heatmap keeps the true
+weights (hover and colour bar show them) and the non-linear part lives in the colour stops. Weights
+spread thin over a long row (a 478-token row has most weights near 1/478) need "power" or "log".
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
-from plotly.colors import sample_colorscale
+from plotly.colors import get_colorscale, sample_colorscale
 
 from attnviz.views.frames import to_numpy
+
+# One palette for everything drawn in series: lines of a sweep, heads overlaid in the lines view,
+# K/V groups in the sharing diagram. The first colour is attnviz's blue, the second the highlight.
+PALETTE = (
+    "#2f6db3", "#e4572e", "#29a36a", "#9b59b6", "#f0a202", "#17becf",
+    "#d6336c", "#7f7f7f", "#8c564b", "#bcbd22", "#1f3b73", "#ff7f0e",
+)  # fmt: skip
+BLUE = PALETTE[0]  # bars, dials
+HIGHLIGHT = PALETTE[1]  # the chosen row, column, token or head, everywhere
+GREY = "#b8b8b8"  # the unchanged model beside the changed one
+WEIGHTS_SCALE = "Blues"
+SIGNED_SCALE = "RdBu_r"
+
+
+def rgb(colour: str) -> tuple[int, int, int]:
+    """ "#e4572e" -> (228, 87, 46), for images drawn pixel by pixel."""
+    return tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))  # type: ignore[return-value]
+
 
 SCALES = ("fixed", "max", "power", "log")
 GAMMA = 0.5  # "power": colour ∝ (w / max)^γ
@@ -19,7 +40,7 @@ STOPS = 33
 
 
 def colour_scale(
-    matrix: torch.Tensor | np.ndarray, mode: str, base: str = "Blues"
+    matrix: torch.Tensor | np.ndarray, mode: str, base: str = WEIGHTS_SCALE
 ) -> dict[str, object]:
     """zmin, zmax and a colorscale for `matrix` under `mode`, plus `top` (the zmax used).
 
@@ -46,3 +67,28 @@ def colour_scale(
     stops = [[float(p), c] for p, c in zip(positions, colours, strict=True)]
     stops[-1][0] = 1.0
     return dict(colorscale=stops, zmin=0.0, zmax=top, top=top)
+
+
+@functools.cache
+def named_scale(name: str) -> list[list]:
+    # What plotly's validation does to a named scale: plotly.js does not know plotly.py's names
+    # ("RdBu_r" is plotly.py's reversal; its "Blues" is not plotly.js's), so send the colours.
+    return [[float(at), colour] for at, colour in get_colorscale(name)]
+
+
+# Colour levels of a mosaic: with white, the bars' grey and the silenced heads' X it stays a
+# 256-colour palette PNG (one byte a pixel; see png_data_uri).
+MOSAIC_LEVELS = 252
+
+
+@functools.cache
+def _colour_lut(colorscale: str, n: int = 256) -> np.ndarray:
+    rgb = sample_colorscale(colorscale, list(np.linspace(0, 1, n)), colortype="tuple")
+    return (np.array(rgb) * (255 if max(max(c) for c in rgb) <= 1 else 1)).astype(np.uint8)
+
+
+def coloured(norm: torch.Tensor, gamma: float) -> np.ndarray:
+    """Weights scaled to 0..1 -> RGB uint8 [..., 3] in one of MOSAIC_LEVELS colours of the
+    weights scale, by norm^gamma (the mosaic's thumbnails, its focus bars, a long head's image)."""
+    lut = _colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS)
+    return lut[(norm.clamp(0, 1) ** gamma * (MOSAIC_LEVELS - 1)).round().long().numpy()]

@@ -16,12 +16,10 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from attnviz.views.figures import FONT, escape
+from attnviz.views.colour import HIGHLIGHT, PALETTE
+from attnviz.views.spec import FONT, escape
 
-HEAD_COLOURS = [
-    "#2f6db3", "#e4572e", "#29a36a", "#9b59b6", "#f0a202", "#17becf",
-    "#d6336c", "#7f7f7f", "#8c564b", "#bcbd22", "#1f3b73", "#ff7f0e",
-]  # fmt: skip
+HEAD_COLOURS = PALETTE  # a head keeps its colour: head h is PALETTE[h % 12]
 BANDS = 8  # opacity levels: a line's opacity is its band's, from its weight
 LABEL_PX = 16  # pixels one token label needs along its axis (font 12: glyphs never touch)
 MAX_LINES = 60_000
@@ -220,7 +218,7 @@ def _token_markers(fig, q_tokens, k_tokens, q_range, k_range, focus, rows, lengt
             text[i] = labels[i]
         colour = ["#333"] * n
         if focused is not None:
-            colour[focused] = "#e4572e"
+            colour[focused] = HIGHLIGHT
             text[focused] = f"<b>{labels[focused]}</b>"
         pos = np.arange(n, dtype=np.float32)
         fixed = np.full(n, 0.0 if side == "q" else 1.0, dtype=np.float32)

@@ -14,7 +14,7 @@ import torch
 
 from attnviz.engine.rollout import rollout
 from attnviz.engine.trace import Trace, pooled_weights
-from attnviz.views import figures
+from attnviz.views import charts, heatmaps, images
 from attnviz.views.colour import GAMMA, colour_scale
 
 Tr = Callable[..., str]
@@ -57,7 +57,7 @@ def heads_figures(
     per_row = heads_per_row(trace, layer)
     weights = [lt.head("weights", h) for h in range(lt.n_heads)]  # [q, k] each
     return [
-        figures.heatmap(
+        heatmaps.heatmap(
             weights[h],
             trace.key_tokens,
             trace.tokens,
@@ -106,7 +106,7 @@ def overview_figure(
     zoom = min(3.0, width / cols_px, 820 / rows_px)
     # Without a focus token only the pooled weights are needed (a GPU trace copies just those).
     weights = trace.weights() if focus is not None else pooled_weights(trace, thumb, thumb)
-    return figures.mosaic(
+    return images.mosaic(
         weights,
         thumb=thumb,
         shared_scale=shared,
@@ -126,10 +126,10 @@ def head_image_figure(
     side: int = HEAD_IMAGE_SIDE,
 ) -> go.Figure:  # fmt: skip
     """The overview's chosen head on a long input: its weights as a compact image (see
-    figures.weights_image), coloured like the thumbnails above it. Head detail has the numbers."""
+    images.weights_image), coloured like the thumbnails above it. Head detail has the numbers."""
     n = _n(trace)
     w = trace.layers[layer].head("weights", head)  # [q, k] on the trace's device
-    return figures.weights_image(
+    return images.weights_image(
         w,
         trace.key_tokens,
         trace.tokens,
@@ -187,7 +187,7 @@ def detail_figures(
     small = dict(common, height=side_h, auto_ticks=True)
     weights = lt.head("weights", head)[qs, ks]  # [q, k] window
     return [
-        figures.heatmap(
+        heatmaps.heatmap(
             scores[qs, ks],  # [q, k] window
             title=tr("w.scores"),
             value_name="q·k",
@@ -196,7 +196,7 @@ def detail_figures(
             zmax=bound_scores,
             **small,
         ),
-        figures.heatmap(
+        heatmaps.heatmap(
             logits[qs, ks],  # [q, k] window
             title=tr("w.logits") + f" · × {lt.scale:.4g}",
             value_name="logit",
@@ -206,7 +206,7 @@ def detail_figures(
             show_y_labels=long,
             **small,
         ),
-        figures.heatmap(
+        heatmaps.heatmap(
             weights,
             title=tr("w.weights"),
             value_name=tr("w.weights"),
@@ -226,7 +226,7 @@ def rollout_figures(
     n = len(trace.tokens)
     mode = mode or default_scale(n)
     matrix = rolled[layer]  # [q, k]
-    heat = figures.heatmap(
+    heat = heatmaps.heatmap(
         matrix,
         trace.key_tokens,
         trace.tokens,
@@ -239,7 +239,7 @@ def rollout_figures(
         auto_ticks=True,
         **colour_kwargs(matrix, mode, tr, tr("lv.rollout_value")),
     )
-    bars = figures.bars(
+    bars = charts.bars(
         matrix[query],
         trace.key_tokens,
         title=tr("lv.rollout_bars", token=trace.tokens[query], l=layer),
@@ -261,14 +261,14 @@ def query_figures(trace: Trace, tr: Tr, layer: int, head: int, query: int) -> li
     k = lt.head("k", kv)  # [k, d_head]
     dims = [str(i) for i in range(q.shape[0])]
     return [
-        figures.bars(
+        charts.bars(
             lt.head("weights", head)[query],
             trace.key_tokens,
             title=tr("ex.query_bars", token=trace.tokens[query]),
             highlight=query if not trace.is_cross else None,
             value_name=tr("w.weights"),
         ),
-        figures.heatmap(
+        heatmaps.heatmap(
             q.unsqueeze(0),
             dims,
             [trace.tokens[query]],
@@ -280,7 +280,7 @@ def query_figures(trace: Trace, tr: Tr, layer: int, head: int, query: int) -> li
             x_title=tr("w.dim"),
             y_title=tr("w.query"),
         ),
-        figures.heatmap(
+        heatmaps.heatmap(
             k * q,  # [k, d_head]: each row sums to that key's q·k
             dims,
             trace.key_tokens,
@@ -298,7 +298,7 @@ def query_figures(trace: Trace, tr: Tr, layer: int, head: int, query: int) -> li
 def link_figure(trace: Trace, tr: Tr, query: int, key: int) -> go.Figure:
     """The weight from one query token to one key token in every head (Link two tokens)."""
     grid = trace.weights()[:, :, query, key]  # [layer, head]
-    fig = figures.heatmap(
+    fig = heatmaps.heatmap(
         grid,
         [f"H{h}" for h in range(grid.shape[1])],
         [f"L{la}" for la in range(grid.shape[0])],
@@ -312,7 +312,7 @@ def link_figure(trace: Trace, tr: Tr, query: int, key: int) -> go.Figure:
         y_title=tr("pg.layer"),
     )
     fig.update_xaxes(tickangle=0)
-    figures.mark_cells(fig, sorted(silenced(trace)))
+    heatmaps.mark_cells(fig, sorted(silenced(trace)))
     return fig
 
 
@@ -324,7 +324,7 @@ def outputs_figures(trace: Trace, tr: Tr, layer: int, head: int) -> list[go.Figu
         (lt.output, tr("ex.output_title"), "output"),
     )
     return [
-        figures.vectors(
+        heatmaps.vectors(
             matrix,
             trace.tokens,
             title=title,

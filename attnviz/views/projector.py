@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 FACTOR = 1.4  # fonts
 HEIGHT_FACTOR = 1.2  # figure heights
-BASE_FONT = 13  # figures.FONT's size: what a figure without an explicit size uses
+BASE_FONT = 13  # spec.FONT's size: what a figure without an explicit size uses
 BASE_TICKS = 12
 
 

@@ -1,0 +1,169 @@
+"""Figures as the JSON plotly.js reads: the layout every figure shares, plain-dict figures
+(`figure`), and `Spec`, a figure kept as ready JSON for figures drawn again and again. No streamlit.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import json
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import plotly.graph_objects as go
+import plotly.io
+from _plotly_utils.utils import convert_to_base64
+from plotly.basedatatypes import BaseFigure
+
+T = TypeVar("T")
+
+# Every chart's modebar exports a PNG at twice the on-screen size.
+PLOTLY_CONFIG = {
+    "displaylogo": False,
+    "toImageButtonOptions": {"format": "png", "scale": 2, "filename": "attnviz"},
+}
+
+FONT = dict(family="Inter, 'Noto Sans CJK SC', 'Source Han Sans SC', sans-serif", size=13)
+
+
+def escape(tokens: Sequence[str]) -> list[str]:
+    """Plotly renders some HTML in tick and hover text: show tokens as typed, never as markup."""
+    return [html.escape(str(t), quote=False) for t in tokens]
+
+
+class Spec(BaseFigure):
+    """A figure already turned into the JSON values plotly.js reads, for a figure drawn again and
+    again (the overview's mosaic on every head change, a head's three maps that thirty students
+    open): st.plotly_chart takes it like a go.Figure, but skips plotly's deep copy and numpy
+    encoding of every property on every rerun (~1.4 ms a heatmap at 32 tokens, with the GIL
+    held). Read-only; `figure()` gives an editable go.Figure back."""
+
+    def __init__(self, fig: go.Figure) -> None:  # noqa: D107 (BaseFigure's own __init__ is skipped)
+        text = plotly.io.to_json(fig, validate=False)
+        object.__setattr__(self, "_spec", json.loads(text))
+        object.__setattr__(self, "nbytes", len(text))  # what it sends, roughly what it holds
+
+    @classmethod
+    def of(cls, data: list[dict], layout: dict) -> Spec:
+        """What Spec(go.Figure(data=data, layout=layout)) holds, without the figure: building one
+        and deep-copying it (with its theme template, 7 KB of JSON) cost more than encoding the
+        dicts (~1.5 ms of a heatmap's ~2 ms at 34 tokens, GIL held; tests pin the equality)."""
+        spec = _copy_tree({"data": data, "layout": layout})  # arrays are replaced, not changed
+        convert_to_base64(spec)  # numeric arrays as typed arrays, as go.Figure.to_dict does
+        text = plotly.io.json.to_json_plotly(spec)
+        spec = json.loads(text)
+        template = _template()
+        if template is not None and "template" not in spec["layout"]:
+            spec["layout"]["template"] = template[0]  # shared: nothing writes to a Spec
+            text_bytes = len(text) + template[1]
+        else:
+            text_bytes = len(text)
+        new = object.__new__(cls)
+        object.__setattr__(new, "_spec", spec)
+        object.__setattr__(new, "nbytes", text_bytes)
+        return new
+
+    def to_dict(self) -> dict:
+        # New dicts for the traces: plotly.io.to_json pops each trace's "uid" in place.
+        return {
+            "data": [dict(trace) for trace in self._spec["data"]],
+            "layout": self._spec["layout"],
+        }
+
+    def to_plotly_json(self) -> dict:
+        return self.to_dict()
+
+    def figure(self) -> go.Figure:
+        return go.Figure(self.to_dict())
+
+    def __repr__(self) -> str:
+        return f"Spec({len(self._spec['data'])} traces, ~{self.nbytes} bytes)"
+
+
+def tick_step(n: int, room: int = 48) -> int:
+    return max(1, -(-n // room))
+
+
+def apply_layout(fig: go.Figure, title: str, height: int | None) -> go.Figure:
+    fig.update_layout(**layout_dict(title, height, {}))
+    return fig
+
+
+def figure(data: list[dict], layout: dict) -> go.Figure:
+    """A figure from plain dicts, without plotly's property-by-property validation: that was half
+    of building a mosaic or a head's heatmap (~10 ms of every new sentence with the GIL held, which
+    a class of 30 waits for in turn). What these dicts hold is pinned by the tests, which build
+    every figure with validation on (ATTNVIZ_VALIDATE_FIGURES=1, set in tests/conftest.py).
+    Inside as_specs(), a Spec straight from the dicts."""
+    if getattr(_as_specs, "on", False):
+        if not _VALIDATE:
+            return Spec.of(data, layout)  # type: ignore[return-value]
+        return Spec(go.Figure(data=data, layout=layout))  # type: ignore[return-value]
+    return go.Figure(data=data, layout=layout, _validate=_VALIDATE)
+
+
+_as_specs = threading.local()
+
+
+def as_specs(build: Callable[[], T]) -> T:
+    """build(), with every figure it makes (through heatmap, mosaic, weights_image...) made as a
+    Spec straight from its dicts: for figures the app keeps as ready JSON (the overview's
+    mosaic, a head's three maps). Only for builders that return those figures untouched."""
+    before = getattr(_as_specs, "on", False)
+    _as_specs.on = True
+    try:
+        return build()
+    finally:
+        _as_specs.on = before
+
+
+def _copy_tree(value):
+    """Dicts and lists copied all the way down, without a dict's None values (go.Figure leaves an
+    attribute set to None unset); everything else (arrays, strings) shared."""
+    if isinstance(value, dict):
+        return {k: _copy_tree(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_copy_tree(v) for v in value]
+    return value
+
+
+def _template() -> tuple[dict, int] | None:
+    """The default plotly template (Streamlit's, once streamlit is imported) as go.Figure puts it
+    in a figure's layout, and its JSON length; None when there is no default."""
+    default = plotly.io.templates.default
+    if default is None:
+        return None
+    return _template_of(default) if isinstance(default, str) else _template_json(default)
+
+
+@functools.cache
+def _template_of(name: str) -> tuple[dict, int]:
+    return _template_json(plotly.io.templates[name])
+
+
+def _template_json(template) -> tuple[dict, int]:
+    text = plotly.io.to_json(go.Figure(layout=dict(template=template)), validate=False)
+    found = json.loads(text)["layout"]["template"]
+    return found, len(json.dumps(found, separators=(",", ":")))
+
+
+_VALIDATE = os.environ.get("ATTNVIZ_VALIDATE_FIGURES", "0").strip() == "1"
+
+
+TITLE_LINE_PX = 20  # one more line of a title (15 px font) above the plot
+
+
+def layout_dict(title: str, height: int | None, extra: dict) -> dict:
+    # A "\n" in a title breaks its line: plotly never wraps one, and a title wider than a chart
+    # in a third of a 1280 px page was cut off ("Size of the softmax gradient ‖diag(p) − p…").
+    text = html.escape(title, quote=False).replace("\n", "<br>")
+    return dict(
+        title=dict(text=text, x=0, xanchor="left", font=dict(size=15)),
+        margin=dict(l=10, r=10, t=40 + TITLE_LINE_PX * title.count("\n") if title else 10, b=10),
+        font=FONT,
+        height=height,
+        plot_bgcolor="white",
+        **extra,
+    )
