@@ -244,23 +244,23 @@ def test_knobs(minilm, kwargs) -> None:
 
 
 def _lesson_calls() -> list:
-    from attnviz.lessons import costs
+    from attnviz.lessons import convolution, costs
     from attnviz.lessons import scaling as lessons
-    from attnviz.lessons.positions import norm_example
+    from attnviz.lessons.norms import norm_example
     from attnviz.lessons.sharing import comparison, kv_head_of
     from attnviz.lessons.walkthrough import walkthrough
 
     inf, nan = math.inf, math.nan
     return [
-        (lessons.quadratic_position_scores, (15, 2, inf)),
-        (lessons.quadratic_position_scores, (15, nan, 2.0)),
-        (lessons.quadratic_position_scores, (10**9, 0, 1.0)),
-        (lessons.quadratic_position_scores, (15, 2, -1.0)),
-        (lessons.quadratic_position_scores, (15, 2, True)),
-        (lessons.quadratic_position_scores, (15, 2, 1e300)),
-        (lessons.kernel_from_heads, ((7, 7), nan)),
-        (lessons.kernel_from_heads, ((10**6, 10**6), 1.0)),
-        (lessons.kernel_from_heads, ((7, 7), 9999.0)),
+        (convolution.quadratic_position_scores, (15, 2, inf)),
+        (convolution.quadratic_position_scores, (15, nan, 2.0)),
+        (convolution.quadratic_position_scores, (10**9, 0, 1.0)),
+        (convolution.quadratic_position_scores, (15, 2, -1.0)),
+        (convolution.quadratic_position_scores, (15, 2, True)),
+        (convolution.quadratic_position_scores, (15, 2, 1e300)),
+        (convolution.kernel_from_heads, ((7, 7), nan)),
+        (convolution.kernel_from_heads, ((10**6, 10**6), 1.0)),
+        (convolution.kernel_from_heads, ((7, 7), 9999.0)),
         (lessons.variance_sweep, ((10**9,),)),
         (lessons.variance_sweep, ((64,), 10**9)),
         (lessons.variance_sweep, ((1.5,),)),

@@ -8,17 +8,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnviz.lessons.scaling import (
+from attnviz.lessons.convolution import (
     KERNEL_3X3,
     heads_as_conv,
     kernel_from_heads,
-    layernorm_vs_batchnorm,
     quadratic_position_scores,
     quadratic_position_scores_2d,
-    saturation_sweep,
-    softmax_jacobian,
-    variance_sweep,
 )
+from attnviz.lessons.norms import layernorm_vs_batchnorm
+from attnviz.lessons.scaling import saturation_sweep, softmax_jacobian, variance_sweep
 
 
 def test_variance_of_q_dot_k_is_d_k_at_64():

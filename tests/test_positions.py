@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from attnviz import StackConfig
-from attnviz.lessons.positions import compare_norms, norm_example, order_blindness
+from attnviz.lessons.norms import compare_norms, norm_example
+from attnviz.lessons.positions import order_blindness
 
 
 @pytest.mark.parametrize("layers", [1, 2])

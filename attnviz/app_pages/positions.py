@@ -6,8 +6,8 @@ import streamlit as st
 
 from attnviz import StackConfig, ui
 from attnviz.engine.tokenize import tokenize
-from attnviz.lessons.positions import compare_norms, norm_example
-from attnviz.lessons.scaling import kernel_from_heads, quadratic_position_scores
+from attnviz.lessons.convolution import kernel_from_heads, quadratic_position_scores
+from attnviz.lessons.norms import compare_norms, norm_example
 from attnviz.ui import markup
 from attnviz.views import charts, images
 

@@ -5,7 +5,7 @@ import math
 import streamlit as st
 
 from attnviz import StackConfig, ui
-from attnviz.engine.trace import mean_max_weight
+from attnviz.engine.stats import mean_max_weight
 from attnviz.views import charts, heatmaps
 
 t = ui.t

@@ -1,17 +1,13 @@
-"""Word order and normalisation on the toy stack: what attention sees without positions (note 004's
-狗咬人 / 人咬狗), and LayerNorm vs BatchNorm on a (batch, seq, d_model) tensor (note 002)."""
+"""Word order on the toy stack: what attention sees without positions (note 004: 狗咬人, 人咬狗)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import torch
-
 from attnviz.engine import validate
 from attnviz.engine.config import StackConfig, checked
-from attnviz.engine.stack import _generator, run_stack
+from attnviz.engine.stack import run_stack
 from attnviz.engine.tokenize import tokenize
-from attnviz.lessons.scaling import NormCompare, layernorm_vs_batchnorm
 
 
 @dataclass(frozen=True)
@@ -44,30 +40,3 @@ def order_blindness(text_a: str, text_b: str, config: StackConfig) -> OrderCheck
         out_b = run_stack(b, cfg).hidden  # [n, d_model]
         gaps[positional] = (out_a - out_b[match]).abs().amax(-1).tolist()  # [n]
     return OrderCheck(a, b, gaps["none"], gaps["sinusoidal"])
-
-
-def norm_example(batch: int = 2, seq: int = 5, d_model: int = 8, seed: int = 0) -> torch.Tensor:
-    """A seeded [batch, seq, d_model] tensor whose features have different means and scales, so
-    that the two normalisations visibly differ."""
-    for name, value in (("batch", batch), ("seq", seq), ("d_model", d_model)):
-        validate.whole(name, value, 1, 4096)
-    if batch * seq * d_model > 2**22:
-        raise ValueError(f"norm_example of {batch} x {seq} x {d_model} is too large: keep it small")
-    g = _generator("norm", seed)
-    x = torch.randn(batch, seq, d_model, generator=g)  # [batch, seq, d_model]
-    shift = torch.linspace(-3, 3, d_model)  # [d_model]
-    scale = torch.linspace(0.5, 3, d_model)  # [d_model]
-    return x * scale + shift
-
-
-def compare_norms(x: torch.Tensor) -> tuple[NormCompare, dict[str, torch.Tensor]]:
-    """Both normalisations and the statistics that show what each one fixed: LayerNorm makes every
-    token's features mean 0 / std 1; BatchNorm makes every feature mean 0 / std 1 over the batch."""
-    res = layernorm_vs_batchnorm(x)
-    stats = {
-        "ln_token_mean": res.layer_norm.mean(-1),  # [batch, seq]
-        "ln_token_std": res.layer_norm.std(-1, unbiased=False),  # [batch, seq]
-        "bn_feature_mean": res.batch_norm.mean((0, 1)),  # [d_model]
-        "bn_feature_std": res.batch_norm.std((0, 1), unbiased=False),  # [d_model]
-    }
-    return res, stats

@@ -11,7 +11,8 @@ import streamlit as st
 import torch
 
 from attnviz.engine.links import default_link
-from attnviz.engine.trace import Trace, heads_linking, mean_entropy, mean_max_weight
+from attnviz.engine.stats import heads_linking, mean_entropy, mean_max_weight
+from attnviz.engine.trace import Trace
 from attnviz.ui import markup
 from attnviz.ui.caching import per_trace, trace_fragment
 from attnviz.ui.common import (

@@ -10,7 +10,8 @@ import pandas as pd
 import torch
 
 from attnviz.engine.attention import masked_softmax
-from attnviz.engine.trace import Trace, head_stats
+from attnviz.engine.stats import head_stats
+from attnviz.engine.trace import Trace
 
 
 def to_numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:

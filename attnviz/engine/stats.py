@@ -1,0 +1,94 @@
+"""Statistics of a trace's weights: per-head summaries, how far a what-if moved them, which heads
+link two tokens. Plain tensors in and out; no streamlit."""
+
+from __future__ import annotations
+
+import torch
+
+from attnviz.engine.trace import Trace
+
+
+def head_stats(trace: Trace) -> dict[str, torch.Tensor]:
+    """Per-head statistics, each a [layer, head] tensor averaged over query rows.
+
+    entropy: mean row entropy in nats; entropy_rel: that over log(allowed keys), 1 = uniform;
+    max_weight: mean of each row's largest weight; distance: mean |query pos - key pos| weighted;
+    self / prev / first: mean weight on the token itself, the one before it, the first one;
+    special: mean weight on the trace's special tokens ([CLS], [SEP]; 0 when there are none).
+    """
+    w = trace.weights()  # [layer, head, q, k]
+    n_q, n_k = w.shape[-2:]
+    everything = torch.ones(n_q, n_k, dtype=torch.bool)  # [q, k]
+    # Each layer's own mask: a decoder may mix full and sliding-window layers.
+    allowed = torch.stack([everything if la.mask is None else la.mask for la in trace.layers])
+    n_allowed = allowed.sum(-1)  # [layer, q]
+    live = n_allowed > 0  # [layer, q] rows that attend at all
+
+    def row_mean(x: torch.Tensor, rows: torch.Tensor = live) -> torch.Tensor:
+        # x: [layer, head, q] -> [layer, head], averaged over each layer's chosen query rows
+        rows = rows.expand(n_allowed.shape).unsqueeze(1).to(x.dtype)  # [layer, 1, q]
+        return (x * rows).sum(-1) / rows.sum(-1).clamp_min(1)
+
+    plogp = torch.where(w > 0, w * w.clamp_min(1e-30).log(), torch.zeros(()))
+    entropy = -plogp.sum(-1)  # [layer, head, q]
+    max_h = torch.log(n_allowed.clamp_min(2).to(w.dtype)).unsqueeze(1)  # [layer, 1, q]
+    wide = n_allowed > 1  # [layer, q]
+
+    qi = torch.arange(n_q).unsqueeze(1)  # [q, 1]
+    kj = torch.arange(n_k).unsqueeze(0)  # [1, k]
+    dist = (w * (qi - kj).abs().to(w.dtype)).sum(-1)  # [layer, head, q]
+
+    diag = torch.zeros(w.shape[:-1])  # [layer, head, q]
+    m = min(n_q, n_k)
+    diag[..., :m] = w[..., torch.arange(m), torch.arange(m)]
+    prev = torch.zeros(w.shape[:-1])  # [layer, head, q]
+    if n_q > 1 and n_k > 1:
+        rows = torch.arange(1, min(n_q, n_k + 1))
+        prev[..., rows] = w[..., rows, rows - 1]
+    specials = sorted({p for ps in trace.special.values() for p in ps if p < n_k})
+    special = w[..., specials].sum(-1) if specials else torch.zeros(w.shape[:-1])
+
+    return {
+        "entropy": row_mean(entropy),
+        "entropy_rel": row_mean(entropy / max_h, wide),
+        "max_weight": row_mean(w.amax(-1)),
+        "distance": row_mean(dist),
+        "self": row_mean(diag),
+        "prev": row_mean(prev, live & (torch.arange(n_q) > 0)),
+        "first": row_mean(w[..., 0]),
+        "special": row_mean(special),
+    }
+
+
+def mean_max_weight(weights: torch.Tensor) -> float:
+    """Mean over rows of the largest weight: 1/n_k for uniform rows, 1 for one-hot rows."""
+    return float(weights.amax(-1).mean())
+
+
+def mean_entropy(weights: torch.Tensor) -> float:
+    """Mean row entropy in nats."""
+    plogp = torch.where(weights > 0, weights * weights.clamp_min(1e-30).log(), torch.zeros(()))
+    return float(-plogp.sum(-1).mean())
+
+
+def weight_shift(new: Trace, base: Trace) -> torch.Tensor:
+    """How far each head's weights moved: mean over queries of the total variation distance
+    0.5 · Σ_k |new − base|, in [0, 1]. [layer, head]"""
+    a, b = new.weights(), base.weights()  # [layer, head, q, k]
+    if a.shape != b.shape:
+        raise ValueError(f"traces differ in shape: {tuple(a.shape)} vs {tuple(b.shape)}")
+    return 0.5 * (a - b).abs().sum(-1).mean(-1)
+
+
+def heads_linking(
+    trace: Trace, query: int, key: int, top: int = 10
+) -> list[tuple[int, int, float]]:
+    """The heads that put the most weight from `query` on `key`, as (layer, head, weight), best
+    first: which head links "it" to "animal"?"""
+    n_q, n_k = trace.layers[0].weights.shape[-2:]
+    if not (0 <= query < n_q and 0 <= key < n_k):
+        raise ValueError(f"query={query}, key={key} must be positions below {n_q} and {n_k}")
+    w = trace.weights()[:, :, query, key]  # [layer, head]
+    order = torch.argsort(w.flatten(), descending=True)[:top]
+    n_heads = w.shape[1]
+    return [(int(i) // n_heads, int(i) % n_heads, float(w.flatten()[i])) for i in order]
