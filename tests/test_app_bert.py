@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnviz.ui.common import DEFAULT_TEXT
+from attnviz.ui.sidebar import DEFAULT_TEXT
 from tests.apphelpers import app, heatmap_specs, page_text, specs, z_of
 
 BERT = "app_pages/bert.py"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attnviz import StackConfig, trace_text
-from attnviz.ui.common import DEFAULT_TEXT
+from attnviz.ui.sidebar import DEFAULT_TEXT
 from tests.apphelpers import app, decode, heatmap_specs, page_text, specs, z_of
 
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
-from attnviz.ui.common import DEFAULT_TEXT
 from attnviz.ui.explorer import VIEWS
+from attnviz.ui.sidebar import DEFAULT_TEXT
 from tests.apphelpers import app, heatmap_specs, specs, z_of
 from tests.test_families import CONFIGS, save
 

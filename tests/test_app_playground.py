@@ -121,7 +121,7 @@ def test_a_link_with_english_or_an_unknown_language_opens_in_english(typed: str)
 
 @pytest.mark.parametrize(("locale", "title"), [("zh-CN", "实验场"), ("en-US", "Playground")])
 def test_a_plain_link_opens_in_the_browsers_language(monkeypatch, locale, title) -> None:
-    monkeypatch.setattr("attnviz.ui.common.browser_locale", lambda: locale)
+    monkeypatch.setattr("attnviz.ui.language.browser_locale", lambda: locale)
     at = app()
     assert not at.exception and at.title[0].value.startswith(title)
     at.radio(key="lang").set_value("English").run()  # the picker wins from then on
@@ -131,6 +131,6 @@ def test_a_plain_link_opens_in_the_browsers_language(monkeypatch, locale, title)
 
 
 def test_a_link_that_asks_for_english_wins_over_a_chinese_browser(monkeypatch) -> None:
-    monkeypatch.setattr("attnviz.ui.common.browser_locale", lambda: "zh-CN")
+    monkeypatch.setattr("attnviz.ui.language.browser_locale", lambda: "zh-CN")
     at = app(query={"lang": "en"})
     assert not at.exception and at.title[0].value.startswith("Playground")

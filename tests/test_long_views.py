@@ -188,7 +188,7 @@ def test_rollout_view_matches_the_engine_and_refuses_cross_attention() -> None:
     at = app(query={"view": "rollout", "layers": "3", "layer": "2"})
     assert not at.exception, at.exception
     (spec,) = heatmap_specs(at)
-    from attnviz.ui.common import DEFAULT_TEXT
+    from attnviz.ui.sidebar import DEFAULT_TEXT
 
     want = rollout(trace_text(DEFAULT_TEXT, StackConfig(d_model=64, n_heads=4, n_layers=3)))[2]
     assert np.allclose(decode(spec["data"][0]["z"]), want.numpy(), atol=1e-6)

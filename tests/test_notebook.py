@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import attnviz
-from attnviz.ui.common import DEFAULT_TEXT
+from attnviz.ui.sidebar import DEFAULT_TEXT
 from attnviz.views.notebook import VIEWS
 from tests.apphelpers import ROOT, app, specs
 

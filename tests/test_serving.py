@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -295,20 +296,17 @@ def test_downloads_kept_with_the_session_do_not_hold_the_whole_trace(monkeypatch
 def test_figures_built_without_validation_are_the_same_figures(monkeypatch) -> None:
     """The app skips plotly's validation when it builds a mosaic or a heatmap; what it sends must
     be what the validated build (the tests' mode) sends."""
-    from attnviz.i18n import translate
     from attnviz.views import panels as views
+    from attnviz.views.selection import Selection
 
     assert figure_spec._VALIDATE  # tests/conftest.py
     trace = trace_text("the cat sat on the mat", StackConfig(d_model=16, n_heads=4, n_layers=2))
     long_w = torch.softmax(torch.randn(300, 300), -1)  # [q, k]
 
     def build() -> list[dict]:
-        def tr(key, **kw):
-            return translate("en", key, **kw)
-
         figs = [
-            views.overview_figure(trace, tr),
-            *views.detail_figures(trace, tr, 1, 2, mark=(1, 2)),
+            views.overview_figure(trace, Selection()),
+            *views.detail_figures(trace, Selection(layer=1, head=2, mark=(1, 2))),
             images.weights_image(long_w, ["k"] * 300, ["q"] * 300, title="w"),
             heatmaps.heatmap(trace.layers[0].weights[0], trace.tokens, trace.tokens, show_values=1),
         ]
@@ -383,8 +381,8 @@ def test_specs_made_straight_from_the_dicts_send_what_the_figures_send(monkeypat
     import plotly.tools
     import streamlit  # noqa: F401  (its template is the default one, as in the app)
 
-    from attnviz.i18n import translate
     from attnviz.views import panels as views
+    from attnviz.views.selection import Selection
 
     monkeypatch.setattr(figure_spec, "_VALIDATE", False)  # the app's mode
     trace = trace_text("the cat sat on the mat", StackConfig(d_model=16, n_heads=4, n_layers=2))
@@ -392,14 +390,13 @@ def test_specs_made_straight_from_the_dicts_send_what_the_figures_send(monkeypat
     logits = trace.layers[1].logits()[0]  # [q, k] with no -inf: mask one cell
     logits[0, 3] = float("-inf")
 
-    def tr(key, **kw):
-        return translate(key, "zh", **kw)
+    zh = Selection(lang="zh")
 
     def build() -> list:
         return [
-            views.overview_figure(trace, tr),
-            views.overview_figure(trace, tr, focus=2, shared=True),
-            *views.detail_figures(trace, tr, 1, 2, mark=(1, 2), mode="power"),
+            views.overview_figure(trace, zh),
+            views.overview_figure(trace, replace(zh, focus=2, shared=True)),
+            *views.detail_figures(trace, replace(zh, layer=1, head=2, mark=(1, 2), scale="power")),
             images.weights_image(long_w, ["k"] * 300, ["q"] * 300, title="<w>"),
             heatmaps.heatmap(logits, trace.tokens, trace.tokens, show_values=True),
         ]

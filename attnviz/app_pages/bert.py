@@ -6,8 +6,9 @@ import streamlit as st
 from attnviz import ui
 from attnviz.engine import whatif
 from attnviz.serve.public import allowed_models, public
-from attnviz.ui import explorer, markup, models, pretrained
+from attnviz.ui import explorer, markup, models, pretrained, url
 from attnviz.ui import whatif as whatif_panel
+from attnviz.ui.explorer.pickers import followed_head
 
 t = ui.t
 st.title(t("bert.title"))
@@ -15,19 +16,15 @@ st.caption(t("bert.intro"))
 
 with st.sidebar:
     if public():  # a class server: only the allowlist, never a typed name or folder
-        name = st.selectbox(
-            t("bert.model_public"), allowed_models(), key="model", bind="query-params"
-        )
+        name = st.selectbox(t("bert.model_public"), allowed_models(), **url.bound("model"))
     else:
-        name = st.text_input(
-            t("bert.model"), key="model", help=t("bert.model_help"), bind="query-params"
-        )
+        name = st.text_input(t("bert.model"), help=t("bert.model_help"), **url.bound("model"))
     device = ui.url_select(
         st.selectbox,
         t("bert.device"),
         models.devices(),
         "device",
-        "auto",
+        url.default("device"),
         format_func={d: t(f"bert.device.{d}") for d in models.devices()}.get,
     )
     dtype = ui.url_select(  # by value in the URL: the "auto" option is translated
@@ -35,7 +32,7 @@ with st.sidebar:
         t("pm.dtype"),
         models.DTYPES,
         "dtype",
-        "float32",
+        url.default("dtype"),
         help=t("pm.dtype_help"),
         format_func={**{d: d for d in models.DTYPES}, "auto": t("bert.device.auto")}.get,
     )
@@ -53,17 +50,17 @@ if model.kind == "encoder-decoder":
 with st.expander(t("bert.whatif"), expanded=False):
     st.caption(t("bert.whatif_help"))
     c1, c2 = st.columns([1, 1])
-    use_scale = c1.toggle(t("pg.scale"), value=True, key="b_scale", bind="query-params")
+    use_scale = c1.toggle(t("pg.scale"), value=url.default("b_scale"), **url.bound("b_scale"))
     temperature = c2.number_input(
-        t("pg.temperature"), 0.05, 20.0, value=1.0, step=0.25, key="b_temp", bind="query-params"
-    )
+        t("pg.temperature"), 0.05, 20.0, value=url.default("b_temp"), step=0.25,
+        **url.bound("b_temp"),
+    )  # fmt: skip
     head_ids = pretrained.head_choices(model)
     ablate_ids = st.multiselect(
         t("bert.ablate"),
         list(head_ids),
-        key="b_ablate",
         placeholder=t("bert.pick_heads"),
-        bind="query-params",
+        **url.bound("b_ablate"),
     )
     base_trace = None
     try:
@@ -76,9 +73,8 @@ with st.expander(t("bert.whatif"), expanded=False):
         t("bert.mask"),
         range(len(tokens)),
         format_func=ui.numbered(tokens),
-        key="b_mask",
         placeholder=t("bert.pick_tokens"),
-        bind="query-params",
+        **url.bound("b_mask"),
     )
 
 ablate = tuple(head_ids[x] for x in ablate_ids if x in head_ids)
@@ -102,7 +98,7 @@ if n_unk:
 
 follow = None
 if changed:
-    follow = whatif_panel.followed_head(trace)
+    follow = followed_head(trace)
     whatif_panel.results(whatif.compare(trace, base_trace), trace, base_trace, follow)
 else:
     st.caption(t("bert.no_change"))

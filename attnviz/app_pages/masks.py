@@ -6,6 +6,7 @@ import streamlit as st
 
 from attnviz import ui
 from attnviz.lessons import formulas, masks
+from attnviz.ui import url
 
 t = ui.t
 st.title(t("mk.title"))
@@ -45,12 +46,11 @@ st.markdown(t("mk.fill_help"))
 fill = st.segmented_control(
     t("mk.fill_pick"),
     [name for name in masks.FILLS if name != "-inf"],
-    default="1e-10",
+    default=url.default("mk_fill"),
     format_func={name: t(f"mk.fill.{name}") for name in masks.FILLS}.get,
-    key="mk_fill",
-    bind="query-params",
+    **url.bound("mk_fill"),
 )
-fill = fill or "1e-10"
+fill = fill or url.default("mk_fill")
 c1, c2 = st.columns(2)
 with c1:
     ui.numbers(causal.weights["-inf"], tokens, tokens, t("mk.w_inf"), key="mk_w_inf", signed=False)

@@ -7,6 +7,7 @@ import streamlit as st
 from attnviz import StackConfig, ui
 from attnviz.engine.config import divisors
 from attnviz.lessons import costs, formulas
+from attnviz.ui import url
 from attnviz.views import heatmaps
 
 t = ui.t
@@ -15,15 +16,20 @@ st.markdown(t("mh.intro"))
 
 c1, c2, c3, c4, c5 = st.columns(5)
 with c1:
-    d_model = ui.choice_slider(t("pg.d_model"), [64, 128, 256, 512, 1024], "mh_d", 512)
+    d_model = ui.choice_slider(
+        t("pg.d_model"), list(url.key("mh_d").options), "mh_d", url.default("mh_d")
+    )
 with c2:
-    n_heads = ui.choice_slider(t("pg.heads"), [h for h in divisors(d_model) if h <= 32], "mh_h", 8)
+    heads = [h for h in divisors(d_model) if h <= 32]
+    n_heads = ui.choice_slider(t("pg.heads"), heads, "mh_h", url.default("mh_h"))
 with c3:
-    n_kv = ui.kv_slider(t("pg.kv_heads"), n_heads, "mh_kv", n_heads)
+    n_kv = ui.kv_slider(t("pg.kv_heads"), n_heads, "mh_kv", url.default("mh_kv", heads=n_heads))
 with c4:
-    n_layers = st.slider(t("pg.layers"), 1, 12, 6, key="mh_layers", bind="query-params")
+    n_layers = st.slider(t("pg.layers"), 1, 12, url.default("mh_layers"), **url.bound("mh_layers"))
 with c5:
-    d_ff = ui.choice_slider(t("mh.d_ff"), [256, 512, 1024, 2048, 4096, 8192], "mh_ff", 2048)
+    d_ff = ui.choice_slider(
+        t("mh.d_ff"), list(url.key("mh_ff").options), "mh_ff", url.default("mh_ff")
+    )
 d_k = d_model // n_heads
 config = StackConfig(d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv)
 
@@ -55,7 +61,7 @@ def calculators(n: int | None) -> None:
 
     st.markdown(f"**{t('mh.transformer')}**")
     vocab = st.number_input(
-        t("mh.vocab"), 1000, 300_000, 37_000, step=1000, key="mh_vocab", bind="query-params"
+        t("mh.vocab"), 1000, 300_000, url.default("mh_vocab"), step=1000, **url.bound("mh_vocab")
     )
     parts = costs.transformer_params_breakdown(
         d_model, n_heads, d_ff, n_layers, int(vocab), n_kv_heads=n_kv
@@ -75,11 +81,16 @@ def calculators(n: int | None) -> None:
     st.caption(t("mh.kv_help"))
     k1, k2, k3 = st.columns(3)
     seq = k1.number_input(
-        t("mh.seq"), 1, 1_000_000, 4096, step=512, key="mh_seq", bind="query-params"
+        t("mh.seq"), 1, 1_000_000, url.default("mh_seq"), step=512, **url.bound("mh_seq")
     )
-    batch = k2.number_input(t("mh.batch"), 1, 4096, 1, key="mh_batch", bind="query-params")
+    batch = k2.number_input(
+        t("mh.batch"), 1, 4096, url.default("mh_batch"), **url.bound("mh_batch")
+    )
     nbytes = k3.selectbox(
-        t("mh.bytes"), [4, 2, 1, 0.5], index=1, key="mh_bytes", bind="query-params"
+        t("mh.bytes"),
+        options := list(url.key("mh_bytes").options),
+        index=options.index(url.default("mh_bytes")),
+        **url.bound("mh_bytes"),
     )
     kinds = [("MHA", n_heads)] + ([("GQA", n_kv)] if 1 < n_kv < n_heads else []) + [("MQA", 1)]
     ui.table(

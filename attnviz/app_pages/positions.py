@@ -8,7 +8,7 @@ from attnviz import StackConfig, ui
 from attnviz.engine.tokenize import tokenize
 from attnviz.lessons.convolution import kernel_from_heads, quadratic_position_scores
 from attnviz.lessons.norms import compare_norms, norm_example
-from attnviz.ui import markup
+from attnviz.ui import markup, url
 from attnviz.views import charts, images
 
 t = ui.t
@@ -17,8 +17,8 @@ st.title(t("po.title"))
 st.subheader(t("po.order"))
 st.caption(t("po.order_help"))
 c1, c2 = st.columns(2)
-first = c1.text_input(t("po.first"), "狗咬人", key="po_a", bind="query-params")
-second = c2.text_input(t("po.second"), "人咬狗", key="po_b", bind="query-params")
+first = c1.text_input(t("po.first"), url.default("po_a"), **url.bound("po_a"))
+second = c2.text_input(t("po.second"), url.default("po_b"), **url.bound("po_b"))
 try:
     check = ui.cached_order_check(first, second, StackConfig(d_model=64, n_heads=4, n_layers=2))
 except (ValueError, TypeError):
@@ -50,10 +50,10 @@ st.latex(
     r" v \cdot r = -\alpha(\delta - \Delta)^2 + \alpha\Delta^2\end{gathered}"
 )
 c1, c2 = st.columns(2)
-delta = c1.slider(t("po.delta"), -4, 4, 2, key="po_delta", bind="query-params")
+delta = c1.slider(t("po.delta"), -4, 4, url.default("po_delta"), **url.bound("po_delta"))
 alpha = c2.select_slider(
-    t("po.alpha"), [0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0], value=2.0, key="po_alpha",
-    bind="query-params",
+    t("po.alpha"), url.key("po_alpha").options, value=url.default("po_alpha"),
+    **url.bound("po_alpha"),
 )  # fmt: skip
 one = quadratic_position_scores(15, delta, alpha)
 labels = [f"{int(d):+d}" for d in one.offsets.tolist()]

@@ -6,7 +6,7 @@ import streamlit as st
 from attnviz import ui
 from attnviz.engine.config import StackConfig
 from attnviz.lessons.sharing import comparison, kv_head_of
-from attnviz.ui import pretrained
+from attnviz.ui import pretrained, url
 from attnviz.views import charts, heatmaps
 
 t = ui.t
@@ -15,11 +15,15 @@ st.caption(t("sh.intro"))
 
 c1, c2, c3 = st.columns(3)
 with c1:
-    d_model = ui.choice_slider(t("pg.d_model"), [64, 128, 256, 512, 1024], "sh_d", 512)
+    d_model = ui.choice_slider(
+        t("pg.d_model"), list(url.key("sh_d").options), "sh_d", url.default("sh_d")
+    )
 with c2:
-    n_heads = ui.choice_slider(t("pg.heads"), [1, 2, 4, 8, 16], "sh_h", 8)
+    n_heads = ui.choice_slider(
+        t("pg.heads"), list(url.key("sh_h").options), "sh_h", url.default("sh_h")
+    )
 with c3:
-    n_kv = ui.kv_slider(t("sh.kv"), n_heads, "sh_kv", 4 if n_heads >= 4 else 1)
+    n_kv = ui.kv_slider(t("sh.kv"), n_heads, "sh_kv", url.default("sh_kv", heads=n_heads))
 config = StackConfig(d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv)
 
 st.markdown(

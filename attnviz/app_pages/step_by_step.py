@@ -5,20 +5,23 @@ import streamlit as st
 from attnviz import ui
 from attnviz.lessons import formulas
 from attnviz.lessons.walkthrough import STEPS, column_form
-from attnviz.ui import markup
+from attnviz.ui import markup, url
 
 t = ui.t
 st.title(t("st.title"))
 st.caption(t("st.intro"))
 
 c1, c2, c3, c4, c5 = st.columns([2, 2, 1, 1, 1])
-own = c1.toggle(t("st.own_text"), key="st_own", bind="query-params")
-d_k = c2.select_slider(t("st.d_k"), [2, 4, 8, 16], value=4, key="st_dk", bind="query-params")
-use_scale = c3.toggle(t("pg.scale"), value=True, key="st_scale", bind="query-params")
-causal = c4.toggle(t("pg.causal"), value=False, key="st_causal", bind="query-params")
-temperature = c5.number_input(
-    t("pg.temperature"), 0.05, 20.0, value=1.0, step=0.25, key="st_temp", bind="query-params"
+own = c1.toggle(t("st.own_text"), value=url.default("st_own"), **url.bound("st_own"))
+d_k = c2.select_slider(
+    t("st.d_k"), url.key("st_dk").options, value=url.default("st_dk"), **url.bound("st_dk")
 )
+use_scale = c3.toggle(t("pg.scale"), value=url.default("st_scale"), **url.bound("st_scale"))
+causal = c4.toggle(t("pg.causal"), value=url.default("st_causal"), **url.bound("st_causal"))
+temperature = c5.number_input(
+    t("pg.temperature"), 0.05, 20.0, value=url.default("st_temp"), step=0.25,
+    **url.bound("st_temp"),
+)  # fmt: skip
 knobs = formulas.Knobs(use_scale=use_scale, temperature=float(temperature), masked=causal)
 
 try:
@@ -38,7 +41,7 @@ query = ui.url_select(  # in the URL by position: a repeated token ("the ... the
     t("st.query"),
     list(range(n)),
     "st_query",
-    min(1, n - 1),  # note 000 follows position 2, "爱"
+    url.default("st_query", n=n),  # note 000 follows position 2, "爱"
     # radio options render Markdown: the labels are escaped
     format_func=dict(enumerate(markup.escape(s) for s in ui.distinct_labels(wt.tokens))).get,
     horizontal=True,
@@ -60,7 +63,7 @@ with st.expander(t("st.inputs"), expanded=False):
         with cell:
             ui.numbers(m, dims, wt.tokens, name, key=f"qkv_{name}", highlight=query)
 
-ui.url_seed("step", list(range(len(STEPS))), 0)
+url.seed("step", list(range(len(STEPS))), url.default("step"))
 b1, b2, b3 = st.columns([1, 2, 1])
 if b1.button(t("st.prev"), disabled=st.session_state.step == 0, width="stretch"):
     st.session_state.step -= 1
@@ -68,7 +71,7 @@ if b1.button(t("st.prev"), disabled=st.session_state.step == 0, width="stretch")
 if b3.button(t("st.next"), disabled=st.session_state.step == len(STEPS) - 1, width="stretch"):
     st.session_state.step += 1
     st.rerun()
-ui.url_sync("step", 0)
+url.sync("step", url.default("step"))
 step = STEPS[st.session_state.step]
 b2.progress(
     (st.session_state.step + 1) / len(STEPS), text=t("st.step_of", i=st.session_state.step + 1)

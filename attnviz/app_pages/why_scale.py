@@ -6,6 +6,7 @@ import streamlit as st
 
 from attnviz import StackConfig, ui
 from attnviz.engine.stats import mean_max_weight
+from attnviz.ui import url
 from attnviz.views import charts, heatmaps
 
 t = ui.t
@@ -71,7 +72,7 @@ st.caption(t("ws.jac_help"))
 
 st.subheader(t("ws.live"))
 d_k = st.select_slider(
-    t("ws.live_dk"), [1, 4, 16, 64, 256, 1024], value=64, key="ws_dk", bind="query-params"
+    t("ws.live_dk"), url.key("ws_dk").options, value=url.default("ws_dk"), **url.bound("ws_dk")
 )
 on = ui.run_stack_trace(StackConfig(d_model=64, n_heads=1, d_head=d_k, use_scale=True))
 # the same text again: its notes (truncation, empty text) were shown once already

@@ -1,9 +1,35 @@
-"""The streamlit layer of attnviz (the only part of the package that imports streamlit).
-
-common: language, sidebar, cached engine calls, shared widgets; explorer: the views the Playground
-and BERT pages share. Pages use `from attnviz import ui` and call ui.<name> from common.
+"""The streamlit layer of attnviz: the only part of the package (with the page scripts) that
+imports streamlit. Pages use `from attnviz import ui` and call the names below; the modules
+behind them: language, url (every URL key), sidebar, widgets, playground, lesson, projector,
+models (loading a model, its cached traces), pretrained, whatif, caching, explorer/, launch.
 """
 
-from attnviz.ui.common import *  # noqa: F403
-from attnviz.ui.lesson import lesson_nav  # noqa: E402,F401
-from attnviz.ui.projector import table  # noqa: E402,F401
+from attnviz.ui.language import lang, localized, t
+from attnviz.ui.lesson import (
+    cached_order_check,
+    cached_sharing_check,
+    cached_sweeps,
+    cached_walkthrough,
+    lesson_nav,
+)
+from attnviz.ui.playground import run_stack_trace, stack_controls
+from attnviz.ui.sidebar import pair, sidebar, text
+from attnviz.ui.widgets import (
+    chart,
+    choice_slider,
+    distinct_labels,
+    grid,
+    kv_slider,
+    numbered,
+    numbers,
+    report_trace_notes,
+    table,
+    url_select,
+)
+
+__all__ = [
+    "cached_order_check", "cached_sharing_check", "cached_sweeps", "cached_walkthrough", "chart",
+    "choice_slider", "distinct_labels", "grid", "kv_slider", "lang", "lesson_nav", "localized",
+    "numbered", "numbers", "pair", "report_trace_notes", "run_stack_trace", "sidebar",
+    "stack_controls", "t", "table", "text", "url_select",
+]  # fmt: skip

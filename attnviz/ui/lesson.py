@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from attnviz.engine.config import StackConfig
 from attnviz.lessons.path import LESSON, neighbours
-from attnviz.ui.common import t
+from attnviz.ui.language import t
 
 
 def lesson_nav(name: str) -> None:
@@ -19,3 +20,34 @@ def lesson_nav(name: str) -> None:
     c2.caption(t("lesson.where", i=i, n=len(LESSON), minutes=here.minutes))
     if after is not None:
         c3.page_link(after.path, label=t("lesson.next", page=t(after.title_key)), icon="➡️")
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def cached_walkthrough(
+    text: str, d_k: int, use_scale: bool, causal: bool, temperature: float = 1.0
+):
+    from attnviz.lessons.walkthrough import walkthrough
+
+    return walkthrough(text, d_k=d_k, use_scale=use_scale, causal=causal, temperature=temperature)
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def cached_sharing_check(text: str, config: StackConfig):
+    from attnviz.lessons.sharing import sharing_check
+
+    return sharing_check(text, config)
+
+
+@st.cache_resource(show_spinner=False)
+def cached_sweeps() -> tuple[list[dict], list[dict]]:
+    """The variance and saturation sweeps of the Why-√d_k page: deterministic, computed once."""
+    from attnviz.lessons.scaling import saturation_sweep, variance_sweep
+
+    return variance_sweep(n_samples=20_000), saturation_sweep()
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def cached_order_check(text_a: str, text_b: str, config: StackConfig):
+    from attnviz.lessons.positions import order_blindness
+
+    return order_blindness(text_a, text_b, config)

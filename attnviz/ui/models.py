@@ -13,7 +13,7 @@ from attnviz.serve import warmup
 from attnviz.serve.public import check_model, public
 from attnviz.ui import markup
 from attnviz.ui.caching import BATCH_BYTES, cached_trace
-from attnviz.ui.common import lang, t
+from attnviz.ui.language import lang, t
 
 DTYPES = ["float32", "bfloat16", "auto"]  # "auto": bfloat16 on a GPU, float32 on the CPU
 

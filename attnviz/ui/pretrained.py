@@ -7,11 +7,12 @@ import streamlit as st
 
 from attnviz.engine.next_token import top_k
 from attnviz.engine.trace import Trace
-from attnviz.ui import markup
-from attnviz.ui.common import chart, t, url_seed, url_sync
+from attnviz.ui import markup, url
+from attnviz.ui.language import t
+from attnviz.ui.widgets import chart
 from attnviz.views import charts, heatmaps, spec
 
-PARTS = ("encoder", "decoder", "cross")
+PARTS = url.key("b_part").options
 PREFIX = {"encoder": "E", "decoder": "D", "cross": "X"}  # heads of an encoder-decoder: E0H3
 LAST_MODEL = "pm_last_model"  # not a widget key: it outlives a page switch
 
@@ -54,11 +55,11 @@ def pick_part(model) -> str:
     """Which attention of an encoder-decoder to draw; the only one of any other model."""
     if model.kind != "encoder-decoder":
         return model.blocks[0].part
-    url_seed("b_part", list(PARTS), "encoder")
+    url.seed("b_part", list(PARTS), url.default("b_part"))
     part = st.segmented_control(
         t("pm.part"), PARTS, format_func=lambda p: t(f"pm.part.{p}"), key="b_part"
     )
-    url_sync("b_part", "encoder")
+    url.sync("b_part", url.default("b_part"))
     st.caption(t("pm.part_help"))
     return part or "encoder"
 
@@ -109,11 +110,9 @@ def grouping_section(text: str) -> None:
     from attnviz.ui import models
 
     st.subheader(t("pm.gqa_title"))
-    if "sh_model" not in st.session_state and "sh_model" not in st.query_params:
+    if "sh_model" not in st.session_state and not url.present("sh_model"):
         st.session_state["sh_model"] = st.session_state.get(LAST_MODEL, "")
-    name = st.text_input(
-        t("pm.gqa_model"), key="sh_model", help=t("pm.gqa_model_help"), bind="query-params"
-    )
+    name = st.text_input(t("pm.gqa_model"), help=t("pm.gqa_model_help"), **url.bound("sh_model"))
     if not name.strip():
         st.caption(t("pm.gqa_none"))
         return

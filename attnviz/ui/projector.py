@@ -2,15 +2,17 @@
 
 Two layers of CSS: BASE always applies and keeps labels from being cut off at any zoom (they wrap,
 and narrow columns stack); PROJECTOR grows the UI text and darkens the light grey captions. Tables
-(st.dataframe draws on a canvas) keep their size: CSS zoom on them overflowed the page. Figures
-grow in ui.chart through attnviz.views.projector.enlarge.
+(st.dataframe draws on a canvas) keep their size: CSS zoom on them overflowed the page; in
+projector mode ui.widgets.table draws an HTML table instead. Figures grow in ui.widgets.chart
+through attnviz.views.projector.enlarge.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from attnviz.ui.common import t
+from attnviz.ui import url
+from attnviz.ui.language import t
 
 KEY = "projector"
 
@@ -53,33 +55,5 @@ def on() -> bool:
 
 def toggle() -> None:
     """The sidebar toggle, and this run's CSS."""
-    st.toggle(t("side.projector"), key=KEY, help=t("side.projector_help"), bind="query-params")
+    st.toggle(t("side.projector"), help=t("side.projector_help"), **url.bound(KEY))
     st.html(f"<style>{BASE}{PROJECTOR if on() else ''}</style>")
-
-
-def table(
-    data,
-    hide_index: bool | None = None,
-    column_config: dict | None = None,
-    wrap: bool = False,
-    **kwargs,
-):
-    """st.dataframe, or in projector mode an HTML st.table: its text grows with the page and
-    wraps, where the canvas-drawn dataframe keeps small type and scrolls sideways at 150 % zoom.
-    `wrap`: the HTML table always (a table of sentences, which the dataframe cuts off at 1280 px).
-    Number formats of `column_config` (NumberColumn(format=...)) apply to both."""
-    if not on() and not wrap:
-        return st.dataframe(data, hide_index=hide_index, column_config=column_config, **kwargs)
-    import pandas as pd
-
-    frame = data.copy() if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
-    for name, config in (column_config or {}).items():
-        fmt = (
-            (config or {}).get("type_config", {}).get("format")
-            if isinstance(config, dict)
-            else None
-        )
-        if fmt and name in frame:
-            frame[name] = frame[name].map(lambda v, f=fmt: f % v)
-    shown = frame.style.hide(axis="index") if hide_index else frame
-    return st.table(shown)

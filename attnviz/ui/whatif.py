@@ -11,22 +11,9 @@ import streamlit as st
 from attnviz.engine.trace import Trace
 from attnviz.engine.whatif import WhatIf
 from attnviz.ui import markup
-from attnviz.ui.common import chart, t
+from attnviz.ui.language import t
+from attnviz.ui.widgets import chart
 from attnviz.views import charts, heatmaps
-
-
-def followed_head(trace: Trace) -> tuple[int, int]:
-    """The (layer, head) open in the views below: their widgets' state, else the URL, else 0."""
-
-    def read(key: str, hi: int) -> int:
-        raw = st.session_state.get(key, st.query_params.get(key, 0))
-        try:
-            value = int(raw)
-        except (TypeError, ValueError):
-            return 0
-        return value if 0 <= value < hi else 0
-
-    return read("layer", trace.n_layers), read("head", trace.n_heads)
 
 
 def results(change: WhatIf, trace: Trace, base: Trace, head: tuple[int, int]) -> None:

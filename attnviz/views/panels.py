@@ -1,13 +1,11 @@
-"""The figures of the explorer's views, built from a trace and the pickers' values.
+"""The figures of the explorer's views, from a trace and a Selection (attnviz.views.selection).
 
-One place for both callers: the app's explorer (attnviz/ui/explorer.py lays them out and adds the
-widgets) and `attnviz.show` in a notebook, so a notebook shows exactly what the page shows. `tr`
-is the translate function of the UI language (`t` in the app). No streamlit here.
+One place for both callers: the app's explorer (attnviz/ui/explorer/ lays them out and adds the
+widgets) and `attnviz.show` in a notebook, so a notebook shows exactly what the page shows. Titles
+and labels are in the selection's language. No streamlit here.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import plotly.graph_objects as go
 import torch
@@ -16,8 +14,8 @@ from attnviz.engine.rollout import rollout
 from attnviz.engine.trace import Trace, pooled_weights
 from attnviz.views import charts, heatmaps, images
 from attnviz.views.colour import GAMMA, colour_scale
+from attnviz.views.selection import Selection, Tr
 
-Tr = Callable[..., str]
 LONG = 64  # past this many tokens the views switch to their long-input layout
 
 
@@ -48,10 +46,10 @@ def _n(trace: Trace) -> int:
     return max(len(trace.tokens), len(trace.key_tokens))
 
 
-def heads_figures(
-    trace: Trace, tr: Tr, layer: int, mode: str, focus: int | None = None
-) -> list[go.Figure]:
+def heads_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
     """One softmax-weights heatmap per head of one layer; silenced heads say so in the title."""
+    tr, layer, focus = sel.tr, sel.layer, sel.focus
+    mode = sel.scale or default_scale(_n(trace))
     lt = trace.layers[layer]
     off = silenced(trace)
     per_row = heads_per_row(trace, layer)
@@ -83,21 +81,14 @@ MOSAIC_WIDTH = 900  # px: the widest the mosaic is drawn (the page of a 1440 x 9
 MOSAIC_WIDTH_PROJECTOR = 760  # px: the page's width at 1280 x 800 with projector mode's fonts
 
 
-def overview_figure(
-    trace: Trace,
-    tr: Tr,
-    shared: bool = False,
-    focus: int | None = None,
-    mode: str | None = None,
-    width: int = MOSAIC_WIDTH,
-) -> go.Figure:
+def overview_figure(trace: Trace, sel: Selection, width: int = MOSAIC_WIDTH) -> go.Figure:
     """Every layer x head in one image. No highlight of the chosen head in the picture: it stays
     the same when only the head changes, so the app can keep it in the browser. `width`: the
     widest the image may be drawn. The figure's height follows from it: in a narrower page the
     image keeps its shape and the rest of that height stays empty, so a page that is known to be
-    narrower (projector mode) asks for less."""
-    n = _n(trace)
-    mode = mode or default_scale(n)
+    narrower (projector mode) asks for less. `sel.focus` draws one query's row in each head."""
+    tr, focus, n = sel.tr, sel.focus, _n(trace)
+    mode = sel.scale or default_scale(n)
     # Long inputs get bigger thumbnails (more pooled pixels) and a power colour scale.
     thumb = 48 if n <= LONG else 96
     gamma = {"power": GAMMA, "log": GAMMA / 2, "fixed": 1.0, "max": 1.0}[mode]
@@ -109,7 +100,7 @@ def overview_figure(
     return images.mosaic(
         weights,
         thumb=thumb,
-        shared_scale=shared,
+        shared_scale=sel.shared,
         title=tr("ex.overview_title"),
         height=max(200, int(rows_px * zoom) + 70),
         focus=focus,
@@ -121,13 +112,10 @@ def overview_figure(
 HEAD_IMAGE_SIDE = 256  # pixels a side of the overview's chosen head on a long input
 
 
-def head_image_figure(
-    trace: Trace, tr: Tr, layer: int, head: int, mode: str | None = None,
-    side: int = HEAD_IMAGE_SIDE,
-) -> go.Figure:  # fmt: skip
+def head_image_figure(trace: Trace, sel: Selection, side: int = HEAD_IMAGE_SIDE) -> go.Figure:
     """The overview's chosen head on a long input: its weights as a compact image (see
     images.weights_image), coloured like the thumbnails above it. Head detail has the numbers."""
-    n = _n(trace)
+    tr, layer, head, n = sel.tr, sel.layer, sel.head, _n(trace)
     w = trace.layers[layer].head("weights", head)  # [q, k] on the trace's device
     return images.weights_image(
         w,
@@ -135,7 +123,7 @@ def head_image_figure(
         trace.tokens,
         title=tr("ex.overview_head_title", l=layer, h=head),
         side=side,
-        gamma=overview_gamma(trace, mode),
+        gamma=overview_gamma(trace, sel.scale),
         height=min(900, max(560, 2 * min(n, side) + 160)),
         x_title=tr("w.key"),
         y_title=tr("w.query"),
@@ -147,22 +135,14 @@ def overview_gamma(trace: Trace, mode: str | None) -> float:
     return {"power": GAMMA, "log": GAMMA / 2, "fixed": 1.0, "max": 1.0}[mode]
 
 
-def detail_figures(
-    trace: Trace,
-    tr: Tr,
-    layer: int,
-    head: int,
-    shared: bool = False,
-    mode: str | None = None,
-    window: tuple[int, int] | None = None,
-    mark: tuple[int, int] | None = None,
-) -> list[go.Figure]:
+def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
     """Raw scores, the logits softmax sees and the weights of one head (Head detail), for the
-    positions window[0]..window[1]-1 on both axes; `mark` outlines a (query, key) cell."""
-    lt = trace.layers[layer]
+    positions window[0]..window[1]-1 on both axes; `sel.mark` outlines a (query, key) cell."""
+    tr, head, shared, mark = sel.tr, sel.head, sel.shared, sel.mark
+    lt = trace.layers[sel.layer]
     n = _n(trace)
-    mode = mode or default_scale(n, short="max")
-    lo, hi = window or (0, n)
+    mode = sel.scale or default_scale(n, short="max")
+    lo, hi = sel.window or (0, n)
     # A window of positions lo..hi-1 on both axes (clipped to each side's length).
     qs, ks = slice(lo, min(hi, len(trace.tokens))), slice(lo, min(hi, len(trace.key_tokens)))
     scores, logits = lt.head("scores", head), lt.head_logits(head)  # [q, k] each
@@ -217,14 +197,13 @@ def detail_figures(
     ]
 
 
-def rollout_figures(
-    trace: Trace, tr: Tr, layer: int, query: int, residual: bool = True, mode: str | None = None
-) -> list[go.Figure]:
-    """rollout(trace) at one layer as a heatmap, and which input tokens feed `query` as bars.
+def rollout_figures(trace: Trace, sel: Selection, residual: bool = True) -> list[go.Figure]:
+    """rollout(trace) at one layer as a heatmap, and which input tokens feed the query as bars.
     Raises ValueError for a trace whose layers do not compose (cross-attention)."""
+    tr, layer, query = sel.tr, sel.layer, sel.query
     rolled = rollout(trace, residual=residual)  # [layer, q, k]
     n = len(trace.tokens)
-    mode = mode or default_scale(n)
+    mode = sel.scale or default_scale(n)
     matrix = rolled[layer]  # [q, k]
     heat = heatmaps.heatmap(
         matrix,
@@ -253,9 +232,10 @@ def rollout_figures(
     return [heat, bars]
 
 
-def query_figures(trace: Trace, tr: Tr, layer: int, head: int, query: int) -> list[go.Figure]:
+def query_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
     """Where one query looks (bars), its q vector, and q_i·k_i for every key (One query)."""
-    lt = trace.layers[layer]
+    tr, head, query = sel.tr, sel.head, sel.query
+    lt = trace.layers[sel.layer]
     kv = head // (lt.n_heads // lt.n_kv_heads)
     q = lt.head("q", head)[query]  # [d_head]
     k = lt.head("k", kv)  # [k, d_head]
@@ -295,8 +275,9 @@ def query_figures(trace: Trace, tr: Tr, layer: int, head: int, query: int) -> li
     ]
 
 
-def link_figure(trace: Trace, tr: Tr, query: int, key: int) -> go.Figure:
+def link_figure(trace: Trace, sel: Selection) -> go.Figure:
     """The weight from one query token to one key token in every head (Link two tokens)."""
+    tr, query, key = sel.tr, sel.query, sel.key
     grid = trace.weights()[:, :, query, key]  # [layer, head]
     fig = heatmaps.heatmap(
         grid,
@@ -316,9 +297,10 @@ def link_figure(trace: Trace, tr: Tr, query: int, key: int) -> go.Figure:
     return fig
 
 
-def outputs_figures(trace: Trace, tr: Tr, layer: int, head: int) -> list[go.Figure]:
+def outputs_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
     """One head's z and the block's output after W_O, token x dimension."""
-    lt = trace.layers[layer]
+    tr, head = sel.tr, sel.head
+    lt = trace.layers[sel.layer]
     panels = (
         (lt.head("z", head), tr("ex.z_title", h=head), "z"),
         (lt.output, tr("ex.output_title"), "output"),

@@ -5,15 +5,16 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.engine.trace import Trace
-from attnviz.ui import markup
+from attnviz.ui import markup, url
 from attnviz.ui.caching import trace_fragment
-from attnviz.ui.common import chart, t
-from attnviz.ui.long import pick_scale
-from attnviz.views import panels as views
+from attnviz.ui.explorer.pickers import pick_layer, pick_query, pick_scale, selection
+from attnviz.ui.language import t
+from attnviz.ui.widgets import chart
+from attnviz.views import panels
 
 
 @trace_fragment
-def rollout_view(trace: Trace, pick_layer, pick_query) -> None:
+def rollout_view(trace: Trace) -> None:
     """rollout(trace) at one layer, and the row of one token as bars."""
     n = len(trace.tokens)
     c1, c2, c3 = st.columns(3)
@@ -22,15 +23,14 @@ def rollout_view(trace: Trace, pick_layer, pick_query) -> None:
     with c2:
         query = pick_query(trace)
     with c3:
-        st.toggle(
-            t("lv.residual"), value=True, key="ro_res", help=t("lv.residual_help"),
-            bind="query-params",
+        residual = st.toggle(
+            t("lv.residual"), value=url.default("ro_res"), help=t("lv.residual_help"),
+            **url.bound("ro_res"),
         )  # fmt: skip
     mode = pick_scale(n, key="ro_scale")
     try:
-        heat, bars = views.rollout_figures(
-            trace, t, layer, query, st.session_state.get("ro_res", True), mode
-        )
+        sel = selection(layer=layer, query=query, scale=mode)
+        heat, bars = panels.rollout_figures(trace, sel, residual)
     except ValueError as err:
         st.info(t("lv.rollout_refused", msg=markup.escape(err)))
         return

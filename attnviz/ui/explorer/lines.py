@@ -5,12 +5,15 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.engine.trace import Trace
+from attnviz.ui import url
 from attnviz.ui.caching import trace_fragment
-from attnviz.ui.common import chart, t, url_seed, url_sync
-from attnviz.ui.long import LONG, pick_window
+from attnviz.ui.explorer.pickers import pick_layer, pick_window
+from attnviz.ui.language import t
+from attnviz.ui.widgets import chart
 from attnviz.views.lines import is_cjk, lines_figure
+from attnviz.views.panels import LONG
 
-PAIRS = ("all", "ab", "ba", "aa", "bb")
+PAIRS = url.key("lines_pair").options
 
 
 def _focus_options(trace: Trace) -> list[str]:
@@ -59,7 +62,7 @@ def _sentence_ranges(trace: Trace, which: str) -> tuple[tuple[int, int] | None, 
 
 
 @trace_fragment
-def lines_view(trace: Trace, pick_layer, head_default: int = 0) -> None:
+def lines_view(trace: Trace, head_default: int = 0) -> None:
     """Query tokens on the left, keys on the right (or two rows), a line per pair above w."""
     n_q, n_k = len(trace.tokens), len(trace.key_tokens)
     n = max(n_q, n_k)
@@ -75,37 +78,36 @@ def lines_view(trace: Trace, pick_layer, head_default: int = 0) -> None:
             # (a bound widget leaves its default out, and this default depends on the view before).
             st.session_state["lines_heads"] = first
         # plain numbers as options: the URL then reads ?lines_heads=0&lines_heads=4 in any language
-        heads = st.multiselect(t("lv.heads"), heads_all, key="lines_heads", bind="query-params")
+        heads = st.multiselect(t("lv.heads"), heads_all, **url.bound("lines_heads"))
     with c3:
-        default_w = 0.01 if n <= 40 else 0.02
         threshold = st.slider(
-            t("lv.threshold"), 0.0, 0.5, default_w, 0.005, key="lines_w",
-            help=t("lv.threshold_help"), bind="query-params", format="%.3f",
+            t("lv.threshold"), 0.0, 0.5, url.default("lines_w", n=n), 0.005,
+            help=t("lv.threshold_help"), format="%.3f", **url.bound("lines_w"),
         )  # fmt: skip
     d1, d2, d3 = st.columns([2, 1, 1])
     with d1:
         options = _focus_options(trace)
-        url_seed("lines_focus", options, "")
+        url.seed("lines_focus", options, url.default("lines_focus"))
         if st.session_state.get("lines_focus") not in options:
             st.session_state["lines_focus"] = ""
         focus_value = st.selectbox(
             t("lv.focus"), options, format_func=_focus_labels(trace),
             key="lines_focus", help=t("lv.lines_focus_help"),
         )  # fmt: skip
-        url_sync("lines_focus", "")
+        url.sync("lines_focus", url.default("lines_focus"))
     with d2:
         rows = st.toggle(
-            t("lv.rows"), value=is_cjk(trace.tokens), key="lines_rows", help=t("lv.rows_help"),
-            bind="query-params",
+            t("lv.rows"), value=url.default("lines_rows", cjk=is_cjk(trace.tokens)),
+            help=t("lv.rows_help"), **url.bound("lines_rows"),
         )  # fmt: skip
     with d3:
         pair = "all"
         if trace.token_types and 1 in trace.token_types:
-            url_seed("lines_pair", list(PAIRS), "all")
+            url.seed("lines_pair", list(PAIRS), url.default("lines_pair"))
             pair = st.selectbox(
                 t("lv.pair"), PAIRS, format_func=lambda p: t(f"lv.pair.{p}"), key="lines_pair"
             )
-            url_sync("lines_pair", "all")
+            url.sync("lines_pair", url.default("lines_pair"))
     q_range, k_range = _sentence_ranges(trace, pair)
     if n > LONG and not trace.is_cross and q_range is None:
         lo, hi = pick_window(n)

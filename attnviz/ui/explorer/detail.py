@@ -1,0 +1,107 @@
+"""Head detail: one head's raw scores, the logits softmax sees and its weights, side by side (on a
+long input, a window of positions), with its weights as CSV."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attnviz.engine.trace import Trace
+from attnviz.ui import markup, url
+from attnviz.ui.caching import per_trace, trace_fragment
+from attnviz.ui.explorer.pickers import pick_head, pick_layer, pick_scale, pick_window, selection
+from attnviz.ui.language import t
+from attnviz.ui.widgets import chart
+from attnviz.views import frames, panels, spec
+from attnviz.views.panels import LONG
+
+HEAD_MAPS_KEPT = 6  # one head's three maps kept ready per trace (short inputs only)
+
+
+def _mark(trace: Trace) -> tuple[int, int] | None:
+    """The (query, key) cell "open in Head detail" came from, kept in the URL as mark=q,k."""
+    raw = st.session_state.get("mark") or url.read("mark")
+    try:
+        q, k = (int(x) for x in str(raw).split(","))
+    except ValueError:
+        return None
+    return (q, k) if 0 <= q < len(trace.tokens) and 0 <= k < len(trace.key_tokens) else None
+
+
+def head_maps(
+    trace: Trace,
+    layer: int,
+    head: int,
+    shared: bool,
+    mark: tuple[int, int] | None = None,
+    mode: str | None = None,
+) -> None:
+    """The three maps of one head and its CSV. `mode`: the colour scale picked above (the
+    overview's); None draws its own picker."""
+    lt = trace.layers[layer]
+    n = max(len(trace.tokens), len(trace.key_tokens))
+    c1, c2 = st.columns(2)
+    if mode is None:
+        with c1:
+            mode = pick_scale(n, short="max")
+    with c2:
+        lo, hi = pick_window(n)
+    sel = selection(layer=layer, head=head, shared=shared, scale=mode, window=(lo, hi), mark=mark)
+
+    def build() -> list:
+        return panels.detail_figures(trace, sel)
+
+    if hi - lo <= LONG:
+        # Kept per trace as ready JSON: everyone who opens the page sees the same head, and
+        # Head detail shows the head the overview just drew. A few per trace (~50 KB each).
+        scores, logits, weights = per_trace(
+            trace, ("head maps", sel), lambda: spec.as_specs(build), keep=HEAD_MAPS_KEPT
+        )
+    else:
+        scores, logits, weights = build()
+    # Short: three panels side by side. Long: the weights across the page, the scores and
+    # logits below, side by side.
+    if hi - lo > LONG:
+        weights_col = st.container()
+        c1, c2 = st.columns(2)
+    else:
+        c1, c2, weights_col = st.columns(3)
+    for col, fig, name in (
+        (c1, scores, "scores"),
+        (c2, logits, "logits"),
+        (weights_col, weights, "weights"),
+    ):
+        with col:
+            chart(fig, key=f"detail_{name}", name=f"{name}_L{layer}_H{head}")
+    # A callable: the CSV is built only when someone downloads it, not on every rerun. Streamlit
+    # keeps the callable with the session, so it holds one head's weights, not the whole trace.
+    w, rows, cols = lt.head("weights", head).clone(), list(trace.tokens), list(trace.key_tokens)
+    st.download_button(
+        t("ex.csv_matrix"),
+        lambda: frames.matrix_frame(w, rows, cols).to_csv(),
+        file_name=f"weights_L{layer}_H{head}.csv",
+        mime="text/csv",
+        on_click="ignore",
+        key="csv_matrix",
+    )
+
+
+@trace_fragment
+def detail(trace: Trace) -> None:
+    """Raw scores, the logits softmax sees, and the weights of one head, side by side."""
+    c1, c2, c3 = st.columns([2, 2, 2])
+    with c1:
+        layer = pick_layer(trace)
+    with c2:
+        head = pick_head(trace)
+    with c3:
+        shared = st.toggle(
+            t("ex.shared_scale"), value=url.default("shared"), help=t("ex.shared_help"),
+            **url.bound("shared"),
+        )  # fmt: skip
+    st.caption(t("ex.detail_help"))
+    mark = _mark(trace)
+    if mark is not None:
+        q_tok, k_tok = trace.tokens[mark[0]], trace.key_tokens[mark[1]]
+        st.caption(t("ex.marked", q=markup.escape(q_tok), k=markup.escape(k_tok)))
+        url.write("mark", f"{mark[0]},{mark[1]}")
+    head_maps(trace, layer, head, shared, mark)

@@ -1,0 +1,58 @@
+"""Link two tokens: which heads put the most weight from a query token on a key token (note 004's
+"it" → "animal"), every head ranked, the best one a click away in Head detail."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from attnviz.engine.links import default_link
+from attnviz.engine.stats import heads_linking
+from attnviz.engine.trace import Trace
+from attnviz.ui import url
+from attnviz.ui.explorer.pickers import open_head, pick_query, selection
+from attnviz.ui.language import localized, t
+from attnviz.ui.widgets import chart, table
+from attnviz.views import panels
+
+
+def link(trace: Trace) -> None:
+    """Which heads link a query token to a key token (it → animal)? Every head ranked."""
+    keys = trace.key_tokens
+    # Open on a real word pair ("it" → "animal"), not [CLS] → [CLS]; a URL's choice still wins.
+    first_query, first_key = default_link(trace)
+    url.seed("query", list(range(len(trace.tokens))), first_query)
+    c1, c2 = st.columns(2)
+    with c1:
+        query = pick_query(trace)
+        url.write("query", query)  # 0 is a choice here, not the default
+    with c2:
+        url.seed("link_key", list(range(len(keys))), first_key)
+        if not 0 <= st.session_state["link_key"] < len(keys):
+            st.session_state["link_key"] = 0
+        key = st.selectbox(
+            t("ex.link_key"), range(len(keys)), format_func=lambda j: f"{j}: {keys[j]}",
+            key="link_key",
+        )  # fmt: skip
+        url.sync("link_key", first_key)
+    fig = panels.link_figure(trace, selection(query=query, key=key))
+    n_heads = trace.n_layers * trace.n_heads
+    chart(fig, key="link_grid", name=f"link_query{query}_key{key}")
+    top = heads_linking(trace, query, key, top=min(10, n_heads))
+    uniform = 1 / len(keys)
+    st.caption(t("ex.link_help", u=uniform))
+    table(
+        localized(pd.DataFrame(
+            [{"layer": la, "head": h, "weight": round(w, 4), "× uniform": round(w / uniform, 1)}
+             for la, h, w in top]
+        )),
+        hide_index=True,
+        key="link_table",
+    )  # fmt: skip
+    best_layer, best_head, _ = top[0]
+    st.button(
+        t("ex.link_open", l=best_layer, h=best_head),
+        on_click=open_head,
+        args=(best_layer, best_head, "detail", f"{query},{key}"),  # detail outlines this cell
+        key="link_open",
+    )

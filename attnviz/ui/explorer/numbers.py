@@ -1,0 +1,83 @@
+"""The views made of numbers: one query against every key, one head's z and the block's output,
+and a sortable table of every head's statistics."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attnviz.engine.trace import Trace
+from attnviz.ui.caching import trace_fragment
+from attnviz.ui.explorer.pickers import pick_head, pick_layer, pick_query, selection
+from attnviz.ui.language import localized, t
+from attnviz.ui.widgets import chart, table
+from attnviz.views import frames, panels
+
+
+@trace_fragment
+def one_query(trace: Trace) -> None:
+    """One query against every key: q·k, × scale, exp, softmax, as numbers and a bar chart."""
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        layer = pick_layer(trace)
+    with c2:
+        head = pick_head(trace)
+    with c3:
+        query = pick_query(trace)
+    lt = trace.layers[layer]
+    steps = frames.query_frame(trace, layer, head, query)
+    st.markdown(t("ex.query_formula", scale=lt.scale))
+    shown = localized(steps.drop(columns=["weight (trace)"]))
+    table(
+        shown,
+        hide_index=True,
+        width="stretch",
+        column_config={c: st.column_config.NumberColumn(format="%.4f") for c in shown.columns[1:5]},
+        key="query_table",
+    )
+    figs = panels.query_figures(trace, selection(layer=layer, head=head, query=query))
+    bars, q_vector, qk_products = figs
+    chart(bars, key="query_bars", name=f"weights_L{layer}_H{head}_query{query}")
+    c1, c2 = st.columns([1, 2])
+    with c1:
+        chart(q_vector, key="q_vector", name=f"q_L{layer}_H{head}_query{query}")
+    with c2:
+        chart(qk_products, key="qk_products", name=f"qk_products_L{layer}_H{head}_query{query}")
+    kv = head // (lt.n_heads // lt.n_kv_heads)
+    st.caption(t("ex.qk_help", kv=kv))
+
+
+@trace_fragment
+def outputs(trace: Trace) -> None:
+    """Per-head z and the block's output after W_O."""
+    c1, c2 = st.columns(2)
+    with c1:
+        layer = pick_layer(trace)
+    with c2:
+        head = pick_head(trace)
+    figs = panels.outputs_figures(trace, selection(layer=layer, head=head))
+    for col, fig, name in zip(st.columns(2), figs, ("z", "output"), strict=True):
+        with col:
+            chart(fig, key=name, name=f"{name}_L{layer}" + (f"_H{head}" if name == "z" else ""))
+    st.caption(t("ex.outputs_help"))
+
+
+def stats(trace: Trace) -> None:
+    """A sortable table of every head, with CSV download."""
+    heads = frames.head_stats_frame(trace)
+    st.caption(t("ex.stats_help"))
+    shown = localized(heads)
+    table(
+        shown,
+        hide_index=True,
+        width="stretch",
+        column_config={c: st.column_config.NumberColumn(format="%.3f") for c in shown.columns[2:]},
+        key="stats_table",
+    )
+    st.download_button(
+        t("ex.csv_stats"),
+        lambda: heads.to_csv(index=False),
+        file_name="head_stats.csv",
+        mime="text/csv",
+        on_click="ignore",
+        key="csv_stats",
+    )

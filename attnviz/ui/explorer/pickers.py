@@ -1,0 +1,148 @@
+"""The explorer's pickers, each kept in the URL (attnviz.ui.url), and the one place that moves the
+layer and head from outside their sliders (a click on the mosaic, "open in Head detail")."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attnviz.engine.trace import Trace
+from attnviz.ui import url
+from attnviz.ui.language import lang, t
+from attnviz.ui.widgets import numbered
+from attnviz.views.colour import SCALES
+from attnviz.views.panels import LONG, default_scale
+from attnviz.views.selection import Selection
+
+VIEWS = url.VIEWS
+
+
+def pick_view(default: str, views: tuple[str, ...] = VIEWS) -> str:
+    url.seed("view", list(views), default)
+    # Sent to the browser on every run: after a run without the explorer (an empty sentence, a
+    # model that did not load) the browser remounts the picker empty unless the server sends it.
+    current = st.session_state.get("view")
+    st.session_state["view"] = current if current in views else default
+    view = st.segmented_control(
+        t("ex.view"), views, format_func=lambda v: t(f"ex.view.{v}"), key="view"
+    )
+    url.sync("view", default)
+    return view or default
+
+
+def _int_in_range(key: str, hi: int) -> None:
+    if not isinstance(st.session_state.get(key), int) or not 0 <= st.session_state[key] < hi:
+        st.session_state[key] = url.default(key)
+
+
+def pick_layer(trace: Trace) -> int:
+    if trace.n_layers == 1:
+        return 0
+    _int_in_range("layer", trace.n_layers)
+    return st.slider(t("pg.layer"), 0, trace.n_layers - 1, **url.bound("layer"))
+
+
+def pick_head(trace: Trace) -> int:
+    if trace.n_heads == 1:
+        return 0
+    _int_in_range("head", trace.n_heads)
+    head = st.slider(t("ex.head"), 0, trace.n_heads - 1, **url.bound("head"))
+    _follow(st.session_state.get("layer", 0) if trace.n_layers > 1 else 0, head)
+    return head
+
+
+def _follow(layer: int, head: int) -> None:
+    # The what-if panel above the views compares the head open here: a head picked inside a
+    # fragment reruns the whole page so the panel follows (explorer() sets what it drew).
+    drawn = st.session_state.get("_follow_head")
+    if drawn is not None and tuple(drawn) != (layer, head):
+        st.rerun(scope="app")
+
+
+def open_head(layer: int, head: int, view: str | None = None, mark: str | None = None) -> None:
+    """Move the layer and head pickers (a callback: before the rerun that draws them), and
+    optionally the view and the cell Head detail outlines ("q,k")."""
+    st.session_state["layer"], st.session_state["head"] = int(layer), int(head)
+    if view is not None:
+        st.session_state["view"] = view
+    if mark is not None:
+        st.session_state["mark"] = mark
+
+
+def followed_head(trace: Trace) -> tuple[int, int]:
+    """The (layer, head) open in the views: their pickers' state, else the URL, else 0."""
+
+    def value(name: str, hi: int) -> int:
+        raw = st.session_state.get(name, url.read(name))
+        return raw if isinstance(raw, int) and 0 <= raw < hi else 0
+
+    return value("layer", trace.n_layers), value("head", trace.n_heads)
+
+
+def forget_layer_and_head(view: str) -> bool:
+    """Drop a layer / head the view has no picker for from the state (it is not in the URL
+    either, so the page stays what its link reopens). True when something was dropped."""
+    picks = {"head": {"overview", "detail", "query", "outputs"}}
+    picks["layer"] = picks["head"] | {"heads", "lines", "rollout"}
+    stale = [k for k in ("layer", "head") if view not in picks[k] and st.session_state.get(k)]
+    for name in stale:
+        del st.session_state[name]
+    return bool(stale)
+
+
+def pick_query(trace: Trace) -> int:
+    n = len(trace.tokens)
+    url.seed("query", list(range(n)), url.default("query"))
+    _int_in_range("query", n)
+    query = st.selectbox(t("ex.query"), range(n), format_func=numbered(trace.tokens), key="query")
+    url.sync("query", url.default("query"))
+    return query
+
+
+def pick_scale(n: int, key: str = "wscale", short: str = "fixed") -> str:
+    """The colour scale of weight heatmaps (fixed 0-1, head max, power, log), kept in the URL."""
+    default = default_scale(n, short)
+    url.seed(key, list(SCALES), default)
+    mode = st.segmented_control(
+        t("lv.scale"),
+        SCALES,
+        format_func=lambda m: t(f"lv.scale.{m}"),
+        key=key,
+        help=t("lv.scale_help"),
+    )
+    url.sync(key, default)
+    return mode or default
+
+
+def pick_window(n: int, key: str = "window") -> tuple[int, int]:
+    """Positions lo..hi-1 to show (end exclusive); the whole input for short ones."""
+    if n <= LONG:
+        return 0, n
+    value = st.session_state.get(key)
+    if not (isinstance(value, (tuple, list)) and len(value) == 2 and 0 <= value[0] < value[1] < n):
+        st.session_state[key] = (0, n - 1)
+    lo, hi = st.slider(t("lv.window"), 0, n - 1, key=key, help=t("lv.window_help"))
+    return lo, hi + 1
+
+
+def pick_focus(trace: Trace, key: str = "focus") -> int | None:
+    """A query token whose row every thumbnail shows (None: whole heads)."""
+    n = len(trace.tokens)
+    options = [None, *range(n)]
+    url.seed(key, options, None)
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = None
+    focus = st.selectbox(
+        t("lv.focus"),
+        options,
+        format_func=numbered(trace.tokens, none=t("lv.focus_none")),
+        key=key,
+        help=t("lv.focus_help"),
+        placeholder=t("lv.focus_none"),
+    )
+    url.sync(key, None)
+    return focus
+
+
+def selection(**picked: object) -> Selection:
+    """A Selection of what the pickers chose, in the page's language."""
+    return Selection(lang=lang(), **picked)  # type: ignore[arg-type]

@@ -1,0 +1,67 @@
+"""The UI language: the picker's state, a link's ?lang=, the browser's locale; `t` translates."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attnviz.i18n import LANGUAGES, language_of, strings, translate
+from attnviz.ui import url
+
+
+def lang() -> str:
+    # The radio shows (and puts in the URL) "English" / "中文"; code uses "en" / "zh".
+    label = st.session_state.get("lang", LANGUAGES["en"])
+    return next((code for code, name in LANGUAGES.items() if name == label), "en")
+
+
+def t(key: str, **fmt: object) -> str:
+    return translate(key, lang(), **fmt)
+
+
+def browser_locale() -> str | None:
+    """The browser's language (navigator.language, e.g. "zh-CN"); None outside a browser."""
+    try:
+        return st.context.locale
+    except Exception:  # noqa: BLE001  (no script run context: a bare import, a test harness)
+        return None
+
+
+_LANG_TO_URL = "_lang_to_url"  # the language was picked from an alias or the browser: URL it
+
+
+def seed_language() -> None:
+    """Before the language picker's first run: a link's ?lang=zh (or zh-CN, cn, chinese...) opens
+    in Chinese, though the picker itself writes its label (?lang=中文), which nobody types. With no
+    language in the link, a browser set to Chinese opens in Chinese. A value that names no language
+    is dropped from the URL (the page opens in English, the default)."""
+    if st.session_state.pop(_LANG_TO_URL, False):
+        # Set again now that the picker has run once: the binding then writes it to the URL.
+        st.session_state["lang"] = st.session_state["lang"]
+        return
+    if "lang" in st.session_state:  # from the first run on, the picker decides
+        return
+    raw = st.query_params.get("lang")  # as typed: read() would drop zh-CN, which is no option
+    code = language_of(raw) if raw is not None else language_of(browser_locale())
+    if raw is not None and code != "zh":  # English is the default: not kept in the URL
+        del st.query_params["lang"]
+    url.key("lang")
+    if code == "zh":
+        st.session_state["lang"] = LANGUAGES["zh"]
+        st.session_state[_LANG_TO_URL] = raw != LANGUAGES["zh"]
+
+
+def localized(table, cells: tuple[str, ...] = ()):
+    """A DataFrame for display in the UI language: columns named by t("col.<name>") where the
+    language file has that key, and the listed columns' text cells by t("cell.<value>").
+    Missing values show as "—" in those columns. The engine's frames keep their English names
+    (CSV exports and the JSON trace stay stable)."""
+    known = strings(lang())
+    table = table.copy()
+    for col in cells:
+        table[col] = [
+            "—" if v is None or v != v else t(f"cell.{v}") if f"cell.{v}" in known else v
+            for v in table[col]
+        ]
+    names = {c: t(f"col.{c}") for c in table.columns if f"col.{c}" in known}
+    names |= {c: t("col.on", name=c[3:]) for c in table.columns if str(c).startswith("on ")}
+    return table.rename(columns=names)

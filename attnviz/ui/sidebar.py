@@ -1,0 +1,64 @@
+"""The sidebar every page shares: language, projector mode, the sentence and its examples."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attnviz.i18n import LANGUAGES, examples, translate
+from attnviz.ui import projector
+from attnviz.ui.language import lang, seed_language, t
+
+PAIR_SEP = "|||"
+
+
+DEFAULT_TEXT = next(iter(examples("en").values()))
+
+
+def _apply_example() -> None:
+    choice = st.session_state.get("example")
+    if choice in examples(lang()):
+        text, _, pair = examples(lang())[choice].partition(PAIR_SEP)
+        st.session_state["text"] = text
+        st.session_state["pair"] = pair
+    st.session_state["example"] = None
+
+
+def sidebar() -> None:
+    """Language, the sentence and its examples: shared by every page, kept in the URL."""
+    seed_language()
+    with st.sidebar:
+        st.radio(
+            translate("side.language"),
+            list(LANGUAGES.values()),
+            key="lang",
+            horizontal=True,
+            bind="query-params",
+        )
+        projector.toggle()
+        st.selectbox(
+            t("side.example"),
+            list(examples(lang())),
+            index=None,
+            placeholder=t("side.example_pick"),
+            key="example",
+            on_change=_apply_example,
+        )
+        st.text_area(
+            t("side.text"),
+            value=DEFAULT_TEXT,
+            key="text",
+            help=t("side.text_help"),
+            height=100,
+            max_chars=20_000,
+            bind="query-params",
+        )
+        st.text_input(t("side.pair"), key="pair", help=t("side.pair_help"), bind="query-params")
+
+
+def text() -> str:
+    return st.session_state.get("text", DEFAULT_TEXT)
+
+
+def pair() -> str | None:
+    p = st.session_state.get("pair", "")
+    return p if p and p.strip() else None

@@ -1,0 +1,247 @@
+"""Every key a link may carry, in one table: which page reads it, its type, default and range.
+
+A page never writes a URL key's name, default or range anywhere else: widgets take them from here
+(`bound`, `default`), raw reads go through `read`, and tests/test_url_table.py holds the code to
+this table (every key the code uses is listed, every listed key is used, and a link with a
+non-default value opens the page with that value).
+
+How a key gets into the URL:
+- "widget": Streamlit writes it (bind="query-params"); it leaves out a value equal to the default.
+- "value": attnviz writes the option's value (`url_seed` / `url_sync`), never a translated label,
+  so a link reads the same in both languages; the default is left out too.
+- "read": read from a link, written by a page when it matters (e.g. mark=q,k).
+
+A default given as a function depends on the page or on other controls (`default("kv",
+heads=8)`); `Key.doc` says on what.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+ALL = ("*",)  # a key every page reads (the sidebar's)
+EXPLORER = ("playground", "bert")  # the explorer's views, on both pages that draw them
+BIND = "query-params"
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    pages: tuple[str, ...]  # page names (the file stem of attnviz/app_pages/<page>.py) or ALL
+    kind: str  # "bool", "int", "float", "text", "choice", "list"
+    default: Any  # the value without the key; a function of keyword context, or None
+    how: str = "widget"  # "widget", "value" or "read" (see the module docstring)
+    options: tuple = ()  # a choice's values (what a "list" holds, where fixed)
+    lo: float | None = None  # the smallest number a link may ask for
+    hi: float | None = None  # the largest
+    doc: str = ""  # what it holds, in one line
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("bool", "int", "float", "text", "choice", "list"):
+            raise ValueError(f"{self.name}: kind={self.kind!r} is not a URL key kind")
+        if self.how not in ("widget", "value", "read"):
+            raise ValueError(f"{self.name}: how={self.how!r} is not widget, value or read")
+
+
+def _view_default(page: str) -> str:
+    return {"playground": "heads", "bert": "overview"}[page]
+
+
+SCALES = ("fixed", "max", "power", "log")
+VIEWS = ("heads", "overview", "detail", "lines", "rollout", "query", "link", "outputs", "stats")
+
+TABLE = (
+    # the sidebar, on every page
+    Key("lang", ALL, "choice", "English", options=("English", "中文"),
+        doc="UI language; a link may also say zh, zh-CN, cn, chinese or en (attnviz.i18n)"),
+    Key("projector", ALL, "bool", False, doc="projector mode: bigger type everywhere"),
+    Key("text", ALL, "text", None, doc="the sentence (default: the first example of the language)"),
+    Key("pair", ALL, "text", "", doc="a second sentence: cross-attention, or BERT's segment B"),
+    # the Playground's stack
+    Key("d_model", ("playground",), "choice", 64, "value", (8, 16, 32, 64, 128, 256, 512, 1024)),
+    Key("dk_auto", ("playground",), "bool", True, doc="d_head = d_model / heads"),
+    Key("d_head", ("playground",), "int", 16, lo=1, hi=1024, doc="d_head when dk_auto is off"),
+    Key("heads", ("playground",), "int", 4, "value", lo=1, hi=32,
+        doc="query heads: a divisor of d_model (any, with dk_auto off) that fits the budget"),
+    Key("kv", ("playground",), "int", lambda heads: heads, "value", lo=1, hi=32,
+        doc="K/V heads, a divisor of heads (default: heads, MHA; 1: MQA)"),
+    Key("layers", ("playground",), "int", 1, lo=1, hi=6, doc="layers that fit the budget"),
+    Key("scale", ("playground",), "bool", True, doc="divide q·k by √d_head"),
+    Key("causal", ("playground",), "bool", False),
+    Key("addnorm", ("playground",), "bool", False, doc="residual + LayerNorm"),
+    Key("ffn", ("playground",), "bool", False, doc="a feed-forward sublayer"),
+    Key("pos", ("playground",), "choice", "sinusoidal", "value", ("sinusoidal", "none")),
+    Key("temp", ("playground",), "float", 1.0, lo=0.05, hi=20.0, doc="softmax temperature"),
+    # the Pretrained-model page
+    Key("model", ("bert",), "text", "", doc="Hub id or folder; empty: the bundled model"),
+    Key("device", ("bert",), "choice", "auto", "value", ("auto", "cpu", "cuda")),
+    Key("dtype", ("bert",), "choice", "float32", "value", ("float32", "bfloat16", "auto")),
+    Key("b_scale", ("bert",), "bool", True, doc="what if: divide by √d_head"),
+    Key("b_temp", ("bert",), "float", 1.0, lo=0.05, hi=20.0, doc="what if: temperature"),
+    Key("b_ablate", ("bert",), "list", (), doc="what if: silenced heads, L<layer>H<head>"),
+    Key("b_mask", ("bert",), "list", (), doc="what if: hidden token positions"),
+    Key("b_part", ("bert",), "choice", "encoder", "value", ("encoder", "decoder", "cross"),
+        doc="an encoder-decoder's attention to draw"),
+    # the explorer's views (Playground and Pretrained model)
+    Key("view", EXPLORER, "choice", _view_default, "value", VIEWS,
+        doc="the view (default: heads on the Playground, overview on the model page)"),
+    Key("layer", EXPLORER, "int", 0, lo=0, doc="the layer of the views that pick one"),
+    Key("head", EXPLORER, "int", 0, lo=0, doc="the head of the views that pick one"),
+    Key("query", EXPLORER, "int", 0, "value", lo=0,
+        doc="a query position (One query, Rollout; Link opens on a pronoun and its antecedent)"),
+    Key("link_key", EXPLORER, "int", None, "value", lo=0,
+        doc="Link two tokens' key position (default: the key the strongest head links to)"),
+    Key("mark", EXPLORER, "text", None, "read",
+        doc="q,k: the cell Head detail outlines (set by 'open in Head detail')"),
+    Key("focus", EXPLORER, "int", None, "value", lo=0, doc="a query whose row every head shows"),
+    Key("wscale", EXPLORER, "choice", lambda n: "fixed" if n <= 64 else "log", "value", SCALES,
+        doc="the weights' colour scale (default: fixed, or log past 64 tokens)"),
+    Key("mosaic_shared", EXPLORER, "bool", False, doc="the overview: one colour scale for all"),
+    Key("shared", EXPLORER, "bool", False, doc="Head detail: one colour scale for the layer"),
+    Key("lines_heads", EXPLORER, "list", None, doc="the lines view's heads (default: the head)"),
+    Key("lines_w", EXPLORER, "float", lambda n: 0.01 if n <= 40 else 0.02, lo=0.0, hi=0.5,
+        doc="the lines view's threshold: lines below it are not drawn"),
+    Key("lines_focus", EXPLORER, "text", "", "value", doc="q<i> or k<j>: only that token's lines"),
+    Key("lines_rows", EXPLORER, "bool", lambda cjk: cjk,
+        doc="tokens in two rows (default: on for Chinese, Japanese or Korean text)"),
+    Key("lines_pair", EXPLORER, "choice", "all", "value", ("all", "ab", "ba", "aa", "bb")),
+    Key("ro_res", EXPLORER, "bool", True, doc="rollout with the residual connection"),
+    Key("ro_scale", EXPLORER, "choice", lambda n: "fixed" if n <= 64 else "log", "value", SCALES),
+    # classroom pages
+    Key("st_own", ("step_by_step",), "bool", False, doc="the sidebar's sentence, not 我爱水课"),
+    Key("st_dk", ("step_by_step",), "choice", 4, options=(2, 4, 8, 16)),
+    Key("st_scale", ("step_by_step",), "bool", True),
+    Key("st_causal", ("step_by_step",), "bool", False),
+    Key("st_temp", ("step_by_step",), "float", 1.0, lo=0.05, hi=20.0),
+    Key("st_query", ("step_by_step",), "int", lambda n: min(1, n - 1), "value", lo=0,
+        doc="the query followed, by position (default 1: note 000 follows 爱)"),
+    Key("step", ("step_by_step",), "int", 0, "value", lo=0, hi=3, doc="which of the four steps"),
+    Key("ws_dk", ("why_scale",), "choice", 64, options=(1, 4, 16, 64, 256, 1024)),
+    Key("mk_fill", ("masks",), "choice", "1e-10", options=("-1e9", "1e-10")),
+    Key("mh_d", ("multihead",), "choice", 512, "value", (64, 128, 256, 512, 1024)),
+    Key("mh_h", ("multihead",), "int", 8, "value", lo=1, hi=32, doc="a divisor of mh_d"),
+    Key("mh_kv", ("multihead",), "int", lambda heads: heads, "value", lo=1, hi=32),
+    Key("mh_layers", ("multihead",), "int", 6, lo=1, hi=12),
+    Key("mh_ff", ("multihead",), "choice", 2048, "value", (256, 512, 1024, 2048, 4096, 8192)),
+    Key("mh_vocab", ("multihead",), "int", 37_000, lo=1000, hi=300_000),
+    Key("mh_seq", ("multihead",), "int", 4096, lo=1, hi=1_000_000),
+    Key("mh_batch", ("multihead",), "int", 1, lo=1, hi=4096),
+    Key("mh_bytes", ("multihead",), "choice", 2, options=(4, 2, 1, 0.5)),
+    Key("sh_d", ("sharing",), "choice", 512, "value", (64, 128, 256, 512, 1024)),
+    Key("sh_h", ("sharing",), "choice", 8, "value", (1, 2, 4, 8, 16)),
+    Key("sh_kv", ("sharing",), "int", lambda heads: 4 if heads >= 4 else 1, "value", lo=1, hi=16),
+    Key("sh_model", ("sharing",), "text", "", doc="a real model whose K/V grouping to show"),
+    Key("po_a", ("positions",), "text", "狗咬人"),
+    Key("po_b", ("positions",), "text", "人咬狗"),
+    Key("po_delta", ("positions",), "int", 2, lo=-4, hi=4),
+    Key("po_alpha", ("positions",), "choice", 2.0,
+        options=(0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)),
+)  # fmt: skip
+KEYS: dict[str, Key] = {key.name: key for key in TABLE}
+if len(KEYS) != len(TABLE):
+    raise RuntimeError("a URL key is listed twice")
+
+
+def key(name: str) -> Key:
+    try:
+        return KEYS[name]
+    except KeyError:
+        raise KeyError(f"{name!r} is not a URL key: add it to attnviz/ui/url.py") from None
+
+
+def default(name: str, **context: Any) -> Any:
+    """The key's default; a default that depends on something takes it by keyword."""
+    value = key(name).default
+    return value(**context) if isinstance(value, Callable) else value
+
+
+def bound(name: str) -> dict[str, str]:
+    """The keyword arguments that bind a widget to its URL key (how="widget")."""
+    found = key(name)
+    if found.how != "widget":
+        raise ValueError(f"{name!r} is written by attnviz ({found.how}), not bound by Streamlit")
+    return {"key": name, "bind": BIND}
+
+
+def _parse(found: Key, raw: str) -> Any:
+    """One URL value in the key's type, or ValueError when it is not one."""
+    if found.kind == "bool":
+        if raw.strip().lower() not in ("true", "false"):
+            raise ValueError(raw)
+        return raw.strip().lower() == "true"
+    if found.kind in ("int", "float"):
+        value = int(raw) if found.kind == "int" else float(raw)
+        if (found.lo is not None and value < found.lo) or (
+            found.hi is not None and value > found.hi
+        ):
+            raise ValueError(raw)
+        return value
+    if found.kind == "choice" and found.options:
+        by_text = {str(option): option for option in found.options}
+        if raw not in by_text:
+            raise ValueError(raw)
+        return by_text[raw]
+    return raw
+
+
+def read(name: str, **context: Any) -> Any:
+    """The value a link gives the key, in its type and range; the default when the link has none
+    or a value that is not one (a typo in a link opens the page as without it)."""
+    found = key(name)
+    raw = st.query_params.get(name)
+    if raw is None:
+        return default(name, **context)
+    try:
+        return _parse(found, raw)
+    except (TypeError, ValueError):
+        return default(name, **context)
+
+
+def present(name: str) -> bool:
+    """Whether the link carries the key at all."""
+    key(name)
+    return name in st.query_params
+
+
+def write(name: str, value: Any) -> None:
+    """Put a value a page decided (how="read") in the URL."""
+    key(name)
+    if st.query_params.get(name) != str(value):
+        st.query_params[name] = str(value)
+
+
+_KEPT = "_url_kept_"
+
+
+def seed(name: str, options: list, default_value: Any) -> None:
+    """Start a widget from the URL (?key=value) when it (re)appears, by option value, not label.
+
+    For widgets whose labels are translated: streamlit's bind="query-params" would put the
+    translated label in the URL, so a link would change with the language. Without a value in the
+    URL, the last value this session had (kept by `sync`) comes back: the browser drops the query
+    string when you go to another page, and coming back must not reset the page.
+    """
+    key(name)
+    if name in st.session_state:
+        return
+    by_text = {str(o): o for o in options}
+    kept = st.session_state.get(_KEPT + name)
+    fallback = kept if kept in options else default_value
+    st.session_state[name] = by_text.get(st.query_params.get(name), fallback)
+
+
+def sync(name: str, default_value: Any) -> None:
+    """Write the widget's value to the URL, or drop it when it is the default; keep it for `seed`
+    in case the widget goes away (another page, a run without it)."""
+    key(name)
+    value = st.session_state.get(name)
+    st.session_state[_KEPT + name] = value
+    if value is None or value == default_value:
+        if name in st.query_params:
+            del st.query_params[name]
+    elif st.query_params.get(name) != str(value):
+        st.query_params[name] = str(value)

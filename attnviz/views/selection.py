@@ -1,0 +1,52 @@
+"""What a view shows of a trace: the explorer's pickers in the app, keyword arguments of
+`attnviz.show` in a notebook. One object for both, so a notebook draws what the page draws."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
+from attnviz.engine.trace import Trace
+from attnviz.i18n import translate
+
+Tr = Callable[..., str]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The layer, head and tokens a view is about, and how it colours them."""
+
+    layer: int = 0
+    head: int = 0
+    query: int = 0  # a query position (One query, Link, Rollout)
+    key: int = 0  # a key position (Link)
+    focus: int | None = None  # a query whose row every head shows (overview, All heads)
+    window: tuple[int, int] | None = None  # positions lo..hi-1 on both axes (Head detail)
+    mark: tuple[int, int] | None = None  # a (query, key) cell Head detail outlines
+    shared: bool = False  # one colour range for every head (the "shared scale" toggles)
+    scale: str | None = None  # weights' colour scale: fixed, max, power, log (None: the view's)
+    lang: str = "en"  # the language of titles and labels
+
+    @property
+    def tr(self) -> Tr:
+        """translate(key, **fields) in this selection's language."""
+        lang = self.lang
+        return lambda key, **fmt: translate(key, lang, **fmt)
+
+    def check(self, trace: Trace) -> Selection:
+        """This selection, or a ValueError naming the first position outside `trace`."""
+        n_q, n_k = len(trace.tokens), len(trace.key_tokens)
+        for name, value, hi in (
+            ("layer", self.layer, trace.n_layers),
+            ("head", self.head, trace.n_heads),
+            ("query", self.query, n_q),
+            ("key", self.key, n_k),
+            ("focus", self.focus, n_q),
+        ):
+            if value is not None and not 0 <= value < hi:
+                raise ValueError(f"{name}={value} is outside the trace: pick 0..{hi - 1}")
+        return self
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
