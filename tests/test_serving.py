@@ -257,7 +257,7 @@ def test_serve_renders_the_pages_before_it_opens_and_pins_their_traces() -> None
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600
     )
-    assert out.stdout.split()[-4:] == ["True", "0", "bert,stack", "True"], out.stderr[-3000:]
+    assert out.stdout.split()[-4:] == ["True", "0", "model,stack", "True"], out.stderr[-3000:]
     assert "attnviz: warm in" in out.stdout
 
 
@@ -416,13 +416,13 @@ def test_specs_made_straight_from_the_dicts_send_what_the_figures_send(monkeypat
 
 
 def test_per_trace_keeps_a_few_of_a_kind_most_recent_first() -> None:
-    from attnviz.ui import caching
+    from attnviz.serve import workers
 
     trace = trace_text("a b c", StackConfig(d_model=8, n_heads=2, n_layers=1))
     made = []
 
     def value(key):
-        return caching.per_trace(trace, key, lambda: made.append(key) or key, keep=2)
+        return workers.per_trace(trace, key, lambda: made.append(key) or key, keep=2)
 
     for key in [("maps", 1), ("maps", 2), ("maps", 1), ("maps", 3), ("mosaic",)]:
         value(key)
@@ -434,6 +434,7 @@ def test_per_trace_keeps_a_few_of_a_kind_most_recent_first() -> None:
 
 def test_traces_are_made_in_threads_that_stay_and_counted_for_the_collector(monkeypatch) -> None:
     """A forward in Streamlit's new thread per rerun paid for a new OpenMP team each time."""
+    from attnviz.serve import workers
     from attnviz.ui import caching
 
     config = StackConfig(d_model=16, n_heads=4, n_layers=2)
@@ -447,7 +448,7 @@ def test_traces_are_made_in_threads_that_stay_and_counted_for_the_collector(monk
         return run
 
     counted = []
-    monkeypatch.setattr(caching, "_count_made", counted.append)
+    monkeypatch.setattr(workers, "count_made", counted.append)
     one = caching.cached_trace(("test-workers", 1), make("one two"))
     caching.cached_trace(("test-workers", 2), make("three four"))
     assert where[0] is not threading.current_thread()
@@ -466,12 +467,12 @@ def test_traces_are_made_in_threads_that_stay_and_counted_for_the_collector(monk
             pass
 
     monkeypatch.undo()
-    monkeypatch.setattr(caching, "_made", Flag())
-    monkeypatch.setattr(caching, "_made_bytes", [0])
-    monkeypatch.setattr(caching, "COLLECT_BYTES", 100)
-    caching._count_made(60)
+    monkeypatch.setattr(workers, "_made", Flag())
+    monkeypatch.setattr(workers, "_made_bytes", [0])
+    monkeypatch.setattr(workers, "COLLECT_BYTES", 100)
+    workers.count_made(60)
     assert counted[-1] != "collect"
-    caching._count_made(60)  # 120 bytes of traces made since the last collection: collect soon
+    workers.count_made(60)  # 120 bytes of traces made since the last collection: collect soon
     assert counted[-1] == "collect"
 
     def broken():
@@ -560,16 +561,17 @@ def test_sentences_typed_at_once_share_a_forward_and_get_their_own_traces(monkey
     """The BERT page's traces: sessions waiting at the same moment get one trace_each call, and
     each trace is the one the session would have got alone."""
     from attnviz.engine.hooked import load_model, trace_model
-    from attnviz.ui import caching, models
+    from attnviz.serve import workers
+    from attnviz.ui import models
 
     model = load_model()
     texts = ["the cat sat on the mat", "a much longer sentence than the first one is", "short"]
-    batcher = caching.Batcher(1, caching.BATCH_MAX, "test-batcher")
-    monkeypatch.setattr(caching, "_workers", lambda: batcher)
+    batcher = workers.Batcher(1, workers.BATCH_MAX, "test-batcher")
+    monkeypatch.setattr(workers, "pool", lambda: batcher)
     seen = []
-    real = caching._make_batch
+    real = workers.make_batch
     monkeypatch.setattr(
-        caching, "_make_batch", lambda run, items: seen.append(items) or real(run, items)
+        workers, "make_batch", lambda run, items: seen.append(items) or real(run, items)
     )
     go, _ = _blocked(batcher)
     key = ("test-batched", id(model))
@@ -598,17 +600,17 @@ def test_sentences_typed_at_once_share_a_forward_and_get_their_own_traces(monkey
     models.model_trace(model, key, texts[0], "and a second sentence")
     long = models.model_trace(model, key, "word " * 300, None)
     assert len(seen) == 1 and len(long.tokens) == 302
-    assert 2 * models._batch_bytes(model, "word " * 300) > caching.BATCH_BYTES > 0
+    assert 2 * workers.batch_bytes(model, "word " * 300) > workers.BATCH_BYTES > 0
     # A model that trace_each runs one text at a time is not batched at all.
     monkeypatch.setattr(model.call_tokenizer, "padding_side", "left")
-    assert models._batch_bytes(model, texts[0]) == 0
+    assert workers.batch_bytes(model, texts[0]) == 0
 
 
 def test_a_forward_uses_every_core_alone_and_one_while_others_run() -> None:
     """The trace workers' thread count: all cores for a student alone, one core while other runs
     are in flight or jobs wait, and all again only after ALONE_S of quiet (changing the count
     costs OpenMP a new team, so a class does not flip it on every forward)."""
-    from attnviz.ui.caching import ALONE_S, _Cores
+    from attnviz.serve.workers import ALONE_S, _Cores
 
     cores = _Cores(4)
     assert cores.pick(callers=1, waiting=0, runs=1, now=0.0) == 4  # one student, alone
@@ -626,12 +628,12 @@ def test_each_worker_thread_keeps_its_own_thread_count(monkeypatch) -> None:
     believe it did too: OpenMP's count is per thread."""
     import types
 
-    from attnviz.ui import caching
+    from attnviz.serve import workers
 
     queue = types.SimpleNamespace(waiting=lambda: 3)  # jobs waiting: busy
-    monkeypatch.setattr(caching, "_workers", lambda: queue)
+    monkeypatch.setattr(workers, "pool", lambda: queue)
     monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # the test's own torch unchanged
-    cores, seen = caching._Cores(2), {}
+    cores, seen = workers._Cores(2), {}
 
     def worker(name):
         seen[name, "before"] = cores.now
@@ -647,21 +649,21 @@ def test_each_worker_thread_keeps_its_own_thread_count(monkeypatch) -> None:
 
 
 def test_script_runs_counts_streamlit_script_threads() -> None:
-    """caching.script_runs() finds Streamlit's run threads by name: this checks the name."""
+    """workers.script_runs() finds Streamlit's run threads by name: this checks the name."""
     from streamlit.testing.v1 import AppTest
 
-    from attnviz.ui import caching
+    from attnviz.serve import workers
 
     def script():
         import threading
 
         import streamlit as st
 
-        from attnviz.ui import caching
+        from attnviz.serve import workers
 
-        st.markdown(f"{threading.current_thread().name} {caching.script_runs()}")
+        st.markdown(f"{threading.current_thread().name} {workers.script_runs()}")
 
     at = AppTest.from_function(script).run(timeout=30)
     assert not at.exception
-    assert at.markdown[0].value.split() == [caching.SCRIPT_THREAD, "1"]
-    assert caching.script_runs() == 0
+    assert at.markdown[0].value.split() == [workers.SCRIPT_THREAD, "1"]
+    assert workers.script_runs() == 0

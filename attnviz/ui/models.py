@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import functools
-
 import streamlit as st
 import torch
 
 from attnviz.engine.trace import Trace
 from attnviz.i18n import localized
-from attnviz.serve import warmup
+from attnviz.serve import warmup, workers
 from attnviz.serve.public import check_model, public
 from attnviz.ui import markup
-from attnviz.ui.caching import BATCH_BYTES, cached_trace
+from attnviz.ui.caching import cached_trace
 from attnviz.ui.language import lang, t
 
 DTYPES = ["float32", "bfloat16", "auto"]  # "auto": bfloat16 on a GPU, float32 on the CPU
@@ -102,36 +100,6 @@ def _failure(summary: str, err: BaseException) -> None:
         st.code(str(err), language=None, wrap_lines=True)
 
 
-BATCH_CHARS = 4000  # a longer sentence is neither counted nor batched: its trace is big anyway
-
-
-def _batch_bytes(model, text: str) -> int:
-    """Bytes of the full trace of `text` alone, from its token count; 0 when it is not batched:
-    a long text, or a model that trace_each runs one text at a time (it would only make the
-    first sentence wait for the others)."""
-    from attnviz.engine.budget import model_trace_bytes
-    from attnviz.engine.hooked import batches_texts
-
-    if not isinstance(text, str) or len(text) > BATCH_CHARS or not text.strip():
-        return 0
-    if not batches_texts(model):
-        return 0
-    try:
-        with model.call_lock:
-            tokens = model.call_tokenizer(text, truncation=True, max_length=model.max_length)
-    except Exception:  # noqa: BLE001  (trace_model says what is wrong with the text)
-        return 0
-    return model_trace_bytes(
-        model.n_layers, model.n_heads, model.d_head, 1, len(tokens["input_ids"])
-    )
-
-
-def _trace_each(model, knobs: dict, texts: list[str]) -> list[Trace]:
-    from attnviz.engine.hooked import trace_each
-
-    return trace_each(model, texts, batch_bytes=BATCH_BYTES, **knobs)
-
-
 def model_trace(
     _model,
     model_key: tuple[str, ...],
@@ -146,14 +114,10 @@ def model_trace(
     cache (attnviz.ui.caching)."""
     from attnviz.engine.hooked import trace_model
 
-    key = ("bert", model_key, text, pair, use_scale, temperature, ablate, mask_tokens)
+    key = ("model", model_key, text, pair, use_scale, temperature, ablate, mask_tokens)
     knobs = dict(use_scale=use_scale, temperature=temperature, ablate=ablate)
-    batch = None
-    n_bytes = 0 if mask_tokens or (pair and pair.strip()) else _batch_bytes(_model, text)
-    if n_bytes and 2 * n_bytes <= BATCH_BYTES:
-        # Made together with the other short sentences (same model and knobs) waiting then.
-        group = ("bert", model_key, use_scale, temperature, ablate)
-        batch = (group, text, functools.partial(_trace_each, _model, knobs), n_bytes)
+    # Made together with the other short sentences (same model and knobs) waiting then.
+    batch = workers.batch_job(_model, model_key, text, pair, mask_tokens, knobs)
     return cached_trace(
         key,
         lambda: trace_model(_model, text, text_pair=pair, mask_tokens=mask_tokens, **knobs),

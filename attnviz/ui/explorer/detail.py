@@ -6,8 +6,9 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.engine.trace import Trace
+from attnviz.serve.workers import per_trace
 from attnviz.ui import markup, url
-from attnviz.ui.caching import per_trace, trace_fragment
+from attnviz.ui.caching import trace_fragment
 from attnviz.ui.explorer.pickers import pick_head, pick_layer, pick_scale, pick_window, selection
 from attnviz.ui.language import t
 from attnviz.ui.widgets import chart
