@@ -43,13 +43,12 @@ with c3:
 # 2 · note 002's "1e-10" beside -inf
 st.subheader(t("mk.fill"))
 st.markdown(t("mk.fill_help"))
+fills = [name for name in masks.FILLS if name != "-inf"]
+url.seed("mk_fill", fills, url.default("mk_fill"))  # by value: the labels are translated
 fill = st.segmented_control(
-    t("mk.fill_pick"),
-    [name for name in masks.FILLS if name != "-inf"],
-    default=url.default("mk_fill"),
-    format_func={name: t(f"mk.fill.{name}") for name in masks.FILLS}.get,
-    **url.bound("mk_fill"),
+    t("mk.fill_pick"), fills, format_func={n: t(f"mk.fill.{n}") for n in fills}.get, key="mk_fill"
 )
+url.sync("mk_fill", url.default("mk_fill"))
 fill = fill or url.default("mk_fill")
 c1, c2 = st.columns(2)
 with c1:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.i18n import LANGUAGES, examples, translate
-from attnviz.ui import projector
+from attnviz.ui import projector, url
 from attnviz.ui.language import lang, seed_language, t
 
 PAIR_SEP = "|||"
@@ -30,9 +30,8 @@ def sidebar() -> None:
         st.radio(
             translate("side.language"),
             list(LANGUAGES.values()),
-            key="lang",
             horizontal=True,
-            bind="query-params",
+            **url.bound("lang"),
         )
         projector.toggle()
         st.selectbox(
@@ -46,13 +45,14 @@ def sidebar() -> None:
         st.text_area(
             t("side.text"),
             value=DEFAULT_TEXT,
-            key="text",
             help=t("side.text_help"),
             height=100,
             max_chars=20_000,
-            bind="query-params",
+            **url.bound("text"),
         )
-        st.text_input(t("side.pair"), key="pair", help=t("side.pair_help"), bind="query-params")
+        st.text_input(
+            t("side.pair"), value=url.default("pair"), help=t("side.pair_help"), **url.bound("pair")
+        )
 
 
 def text() -> str:

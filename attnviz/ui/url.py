@@ -121,7 +121,7 @@ TABLE = (
         doc="the query followed, by position (default 1: note 000 follows 爱)"),
     Key("step", ("step_by_step",), "int", 0, "value", lo=0, hi=3, doc="which of the four steps"),
     Key("ws_dk", ("why_scale",), "choice", 64, options=(1, 4, 16, 64, 256, 1024)),
-    Key("mk_fill", ("masks",), "choice", "1e-10", options=("-1e9", "1e-10")),
+    Key("mk_fill", ("masks",), "choice", "1e-10", "value", ("-1e9", "1e-10")),
     Key("mh_d", ("multihead",), "choice", 512, "value", (64, 128, 256, 512, 1024)),
     Key("mh_h", ("multihead",), "int", 8, "value", lo=1, hi=32, doc="a divisor of mh_d"),
     Key("mh_kv", ("multihead",), "int", lambda heads: heads, "value", lo=1, hi=32),

@@ -1,0 +1,174 @@
+"""The package's shape, read from its own imports (issue 21): folders by job, imports only
+downward, no cycle, no module past 450 lines, at most 8 modules loose in attnviz/.
+
+    pages (attnviz/app.py, attnviz/app_pages/) -> ui -> serve -> views, lessons -> engine
+
+attnviz/i18n.py (the UI strings) is a foundation any job may import. The same reading prints a
+summary: `python tests/test_layout.py` (rooms, arrows, cycles, the longest files).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "attnviz"
+JOBS = ("engine", "lessons", "views", "serve", "ui")
+# What each job may import from attnviz, besides itself and the foundation modules.
+ALLOWED = {
+    "engine": set(),
+    "lessons": {"engine"},
+    "views": {"engine"},
+    "serve": {"engine", "views", "lessons"},
+    "ui": {"engine", "views", "lessons", "serve"},
+    "pages": {"engine", "views", "lessons", "serve", "ui"},
+}
+FOUNDATION = {"attnviz.i18n"}
+MAX_LINES = 450
+MAX_LOOSE = 8
+
+
+def modules() -> dict[str, Path]:
+    """Dotted name -> file of every module of the package (pages as attnviz.app_pages.x)."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The package modules `name` imports (at module level or inside functions)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            # `from attnviz.ui import url` imports the module attnviz.ui.url; `from attnviz.ui
+            # import t` imports what attnviz/ui/__init__.py hands on
+            targets = [
+                f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names
+            ]
+        elif isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name and target.startswith("attnviz"):
+                out.add(target)
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+def job(name: str) -> str | None:
+    """engine, lessons, views, serve, ui, pages, or None for a loose module of attnviz/."""
+    parts = name.split(".")
+    if name == "attnviz.app" or (len(parts) > 1 and parts[1] == "app_pages"):
+        return "pages"
+    return parts[1] if len(parts) >= 2 and parts[1] in JOBS else None
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle() -> None:
+    assert cycles(graph()) == []
+
+
+def test_imports_run_only_downward() -> None:
+    wrong = []
+    for name, targets in graph().items():
+        here = job(name)
+        for target in targets:
+            there = job(target)
+            if target in FOUNDATION or there == here or target == "attnviz":
+                continue
+            if here is None:  # a loose module: the public API (attnviz/__init__) and the CLI
+                continue
+            if there is None or there not in ALLOWED[here]:
+                wrong.append(f"{name} ({here}) imports {target} ({there or 'loose'})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_only_ui_and_pages_import_streamlit() -> None:
+    wrong = []
+    for name, path in modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        streamlit = any(m == "streamlit" or m.startswith("streamlit.") for m in names)
+        if streamlit and job(name) not in ("ui", "pages"):
+            wrong.append(name)
+    assert not wrong
+
+
+def test_modules_are_small_and_few_are_loose() -> None:
+    known = modules()
+    long = {n: len(p.read_text().splitlines()) for n, p in known.items()}
+    assert not {n: k for n, k in long.items() if k > MAX_LINES}
+    loose = [n for n in known if job(n) is None and n.count(".") == 1]
+    assert len(loose) <= MAX_LOOSE, loose
+    for folder in JOBS:
+        doc = ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text()))
+        assert doc and "import" in doc.lower(), (
+            f"attnviz/{folder}/__init__.py says what it may import"
+        )
+
+
+def summary() -> str:
+    edges = graph()
+    known = modules()
+    lines = {n: len(p.read_text().splitlines()) for n, p in known.items()}
+    longest = sorted(lines.items(), key=lambda kv: -kv[1])[:5]
+    loose = sorted(n for n in known if job(n) is None and n.count(".") == 1)
+    return "\n".join(
+        [
+            f"modules (rooms): {len(known)}",
+            f"import arrows between them: {sum(len(t) for t in edges.values())}",
+            f"cycles: {cycles(edges) or 'none'}",
+            f"loose in attnviz/: {len(loose)} {loose}",
+            "longest: " + ", ".join(f"{n} {k}" for n, k in longest),
+        ]
+    )
+
+
+if __name__ == "__main__":
+    print(summary())

@@ -1,0 +1,123 @@
+"""attnviz/ui/url.py is the one table of URL keys: the code uses no key it does not list, lists
+no key it does not use, reads the URL nowhere else, and each page opens with the table's
+defaults and with the value a link gives."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from attnviz.ui import url
+from tests.apphelpers import APP_DIR, app
+
+UI = APP_DIR / "ui"
+# Functions that take a URL key as a literal argument, and where it is.
+KEY_ARGS = {
+    "bound": 0, "default": 0, "read": 0, "present": 0, "write": 0, "seed": 0, "sync": 0, "key": 0,
+    "url_select": 3, "choice_slider": 2, "kv_slider": 2,
+}  # fmt: skip
+PICKERS = {"pick_scale": "wscale", "pick_window": None, "pick_focus": "focus"}
+
+
+def _sources() -> list[Path]:
+    return [p for p in APP_DIR.rglob("*.py") if p != UI / "url.py"]
+
+
+def used_keys() -> dict[str, set[str]]:
+    """Every URL key the code names, with the files that name it."""
+    found: dict[str, set[str]] = {}
+    for path in _sources():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            fname = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+            kw = {k.arg: k.value for k in node.keywords}
+            names = []
+            if fname in KEY_ARGS and len(node.args) > KEY_ARGS[fname]:
+                arg = node.args[KEY_ARGS[fname]]
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    names.append(arg.value)
+            if fname in PICKERS:
+                given = kw.get("key")
+                names.append(given.value if isinstance(given, ast.Constant) else PICKERS[fname])
+            for name in names:
+                if name is not None:
+                    found.setdefault(name, set()).add(path.name)
+    return found
+
+
+def test_every_key_the_code_uses_is_in_the_table_and_every_listed_key_is_used() -> None:
+    used = used_keys()
+    unlisted = {k: sorted(v) for k, v in used.items() if k not in url.KEYS and k != "window"}
+    assert not unlisted, f"keys missing from attnviz/ui/url.py: {unlisted}"
+    unused = sorted(set(url.KEYS) - set(used) - {"projector"})  # bound as projector.KEY
+    assert not unused, f"listed but not used: {unused}"
+
+
+def test_the_url_is_read_and_bound_only_through_the_table() -> None:
+    raw = []
+    for path in _sources():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.keyword) and node.arg == "bind":
+                raw.append(f"{path.name}: bind=")
+            is_qp = isinstance(node, ast.Attribute) and node.attr == "query_params"
+            if is_qp and path.name != "language.py":
+                raw.append(f"{path.name}:{node.lineno}: st.query_params")
+    # language.py reads ?lang= as typed (zh-CN is no option of the picker; attnviz.i18n maps it)
+    assert not raw, raw
+
+
+PAGE_OF = {
+    "playground": "app_pages/playground.py",
+    "step_by_step": "app_pages/step_by_step.py",
+    "why_scale": "app_pages/why_scale.py",
+    "masks": "app_pages/masks.py",
+    "multihead": "app_pages/multihead.py",
+    "sharing": "app_pages/sharing.py",
+    "positions": "app_pages/positions.py",
+}
+
+
+def _other_value(key: url.Key, current):
+    """A valid value of the key other than `current`, as a URL string, or None."""
+    if key.kind == "bool":
+        return "false" if current else "true"
+    if key.options:
+        others = [o for o in key.options if o != current]
+        return str(others[len(others) // 2]) if others else None
+    if key.kind == "int" and isinstance(current, int):
+        # half or double: head counts must divide d_model, and halving keeps a divisor
+        value = current // 2 if current > 1 else current + 1
+        return str(value) if key.lo is None or value >= key.lo else None
+    if key.kind == "float" and isinstance(current, float):
+        return str(current * 2 if key.hi is None or current * 2 <= key.hi else current / 2)
+    if key.kind == "text" and isinstance(current, str):
+        return "狗咬人" if current != "狗咬人" else "人咬狗"
+    return None
+
+
+@pytest.mark.parametrize("page", sorted(PAGE_OF))
+def test_each_page_opens_with_the_table_defaults_and_with_a_link_value(page: str) -> None:
+    at = app(PAGE_OF[page])
+    assert not at.exception
+    state = at.session_state
+    keys = [k for k in url.TABLE if page in k.pages and k.name in state]
+    assert keys or page == "masks", f"no URL key of {page} found on the page"
+    checked = 0
+    for key in keys:
+        current = state[key.name]
+        if not callable(key.default) and key.default is not None:
+            assert current == key.default, f"{page}: {key.name} opens at {current!r}"
+        value = _other_value(key, current)
+        if value is None:
+            continue
+        linked = app(PAGE_OF[page], query={key.name: value})
+        assert not linked.exception, (key.name, value)
+        got = linked.session_state[key.name]
+        want = url._parse(key, value)
+        assert got == want or str(got) == value, f"{page}: ?{key.name}={value} opened at {got!r}"
+        checked += 1
+    assert checked >= min(2, len(keys)), f"{page}: only {checked} keys checked"
