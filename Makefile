@@ -5,16 +5,11 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 PORT ?= 8501
-# glibc returns every large buffer to the OS and maps fresh zeroed pages for the next one; a trace
-# keeps ~170 MiB of new tensors at n = 512, so keeping freed memory in the heap makes BERT traces
-# (and plain forwards) about a third faster. bench/hooked.py: 422 -> 236 ms at n = 512.
-# Two arenas: with one per thread (glibc's default), each session's script thread keeps its own
-# freed trace memory: 30 sessions at 512 tokens peaked at 7.8 GB RSS, 5.9 GB with two arenas, and
-# 3.3 GB once sessions stopped holding traces (bench/load.py --tokens 512 --sessions 30 --no-baseline).
+# Freed trace memory stays in the heap (a third faster at 512 tokens: bench/hooked.py), in two
+# arenas, not one per session's thread (peak RSS of a class: bench/load.py --tokens 512).
 MALLOC := MALLOC_MMAP_THRESHOLD_=268435456 MALLOC_TRIM_THRESHOLD_=536870912 MALLOC_ARENA_MAX=2
-# torch's OpenMP threads spin ~300k times before sleeping: with two traces at once on two cores they
-# spun against each other. 30 sessions: server CPU 8.0 -> 6.5 s, p95 0.53 -> 0.43 s; one user's
-# trace no slower (bench/load.py; bench/hooked.py).
+# OpenMP's threads spin before they sleep: two traces at once spun against each other on two cores
+# (server CPU of a class: bench/load.py).
 SERVE_ENV := $(MALLOC) GOMP_SPINCOUNT=10000
 
 .PHONY: run test lint unit e2e bench clean

@@ -1,5 +1,5 @@
-"""A cache bounded by bytes, not entries: one BERT trace is 16 MiB at n = 128 and 172 MiB at 512,
-so a count says nothing about memory. Least recently used entries go first; an entry remembers
+"""A cache bounded by bytes, not entries: a trace grows with n² (bench/hooked.py), so a count
+says nothing about memory. Least recently used entries go first; an entry remembers
 which sessions read it, and `release` drops the ones whose sessions have all ended.
 """
 

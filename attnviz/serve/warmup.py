@@ -1,14 +1,13 @@
 """Server warm-up: load the bundled model in the background at start, then freeze the collector.
 
-A cold server took ~16 s to draw anything for its first visitor, because the page itself loaded
-the model. Here a daemon thread does it once per process, started when the server starts
+A cold server made its first visitor wait while the page loaded the model (bench/load.py --cold).
+Here a daemon thread does it once per process, started when the server starts
 (`python -m attnviz.ui.launch`, which `make run` uses) or, under a plain `streamlit run`, on the
 first page run; pages show its progress until it is ready.
 
-Once the imports and the model are loaded, `gc.freeze()` moves the ~460k objects they made into
-the collector's permanent generation: Streamlit's full collection after every script run then
-walks only what the sessions made since (~0 ms instead of ~275 ms under the GIL, which every
-session waited for). ATTNVIZ_GC_FREEZE=0 turns this off (the baseline in bench/load.py).
+Once the imports and the model are loaded, `gc.freeze()` moves the objects they made (hundreds of
+thousands) into the collector's permanent generation, so a collection walks only what the
+sessions made since. ATTNVIZ_GC_FREEZE=0 turns this off (the baseline in bench/load.py).
 """
 
 from __future__ import annotations

@@ -59,8 +59,8 @@ _origin_lock = threading.Lock()
 class TraceRef:
     """What a fragment keeps between runs instead of its trace. Streamlit stores a fragment with
     its arguments until the session's next full run, and a disconnected session for two minutes
-    more (server.disconnectedSessionTTL): a class of 30 at 512 tokens kept one ~90 MiB trace per
-    session that way, outside the byte-bounded cache (bench/load.py: 9 GB peak). A TraceRef holds
+    more (server.disconnectedSessionTTL): a class at 512 tokens kept one trace per session that
+    way, outside the byte-bounded cache (bench/load.py --tokens 512). A TraceRef holds
     the trace weakly plus its cache key and maker: while the cache or a running script holds the
     trace it is that object; once evicted, it is made again (through the cache) on the next
     fragment run. A trace that did not come from cached_trace is held as it is."""

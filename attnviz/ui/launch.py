@@ -6,8 +6,8 @@ bundled model (attnviz.serve.warmup) and renders the Pretrained-model page and t
 once, in this process, with Streamlit's own AppTest: that computes the default sentence's trace into
 the shared cache (pinned there) and does every first-time import and set-up a first script run would
 otherwise do while a visitor waits. Then `gc.freeze()` moves all of it out of the collector's way.
-On this machine the server opens ~0.6 s later than without the rendering, and the first visitor's
-page is drawn in the time of a warm load (bench/load.py --cold). Progress is printed on the console;
+The first visitor's page is then drawn in the time of a warm load (bench/load.py --cold). Progress
+is printed on the console;
 a failure to render is printed and the server opens anyway (the pages then say what is wrong).
 ATTNVIZ_PRIME=0 skips the rendering (the model still loads in the background from the start).
 """

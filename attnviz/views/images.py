@@ -215,8 +215,8 @@ def weights_image(
 def png_data_uri(img: np.ndarray) -> str:
     """An RGB uint8 image [h, w, 3] as a PNG data URI, lossless. An image of at most 256 colours
     (the mosaic: its weight levels, white, greys and the selection's orange) is written with a
-    palette: one byte a pixel, ~50 KB for the 6 x 12 heads of BERT at 32 tokens. zlib level 1:
-    ~5x faster than level 6 for ~10% more bytes (2 vs 9 ms at 32 tokens, 12 vs 47 ms at 510)."""
+    palette: one byte a pixel. zlib level 1: several times faster than level 6 for ~10% more bytes
+    (bench/load.py measures what a mosaic sends)."""
     from PIL import Image
 
     h, w, _ = img.shape

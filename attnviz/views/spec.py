@@ -37,8 +37,8 @@ class Spec(BaseFigure):
     """A figure already turned into the JSON values plotly.js reads, for a figure drawn again and
     again (the overview's mosaic on every head change, a head's three maps that thirty students
     open): st.plotly_chart takes it like a go.Figure, but skips plotly's deep copy and numpy
-    encoding of every property on every rerun (~1.4 ms a heatmap at 32 tokens, with the GIL
-    held). Read-only; `figure()` gives an editable go.Figure back."""
+    encoding of every property on every rerun, with the GIL held (bench/load.py). Read-only;
+    `figure()` gives an editable go.Figure back."""
 
     def __init__(self, fig: go.Figure) -> None:  # noqa: D107 (BaseFigure's own __init__ is skipped)
         text = plotly.io.to_json(fig, validate=False)
@@ -48,8 +48,8 @@ class Spec(BaseFigure):
     @classmethod
     def of(cls, data: list[dict], layout: dict) -> Spec:
         """What Spec(go.Figure(data=data, layout=layout)) holds, without the figure: building one
-        and deep-copying it (with its theme template, 7 KB of JSON) cost more than encoding the
-        dicts (~1.5 ms of a heatmap's ~2 ms at 34 tokens, GIL held; tests pin the equality)."""
+        and deep-copying it (with its theme template) cost most of a heatmap's encoding (tests pin
+        the equality)."""
         spec = _copy_tree({"data": data, "layout": layout})  # arrays are replaced, not changed
         convert_to_base64(spec)  # numeric arrays as typed arrays, as go.Figure.to_dict does
         text = plotly.io.json.to_json_plotly(spec)
@@ -93,8 +93,8 @@ def apply_layout(fig: go.Figure, title: str, height: int | None) -> go.Figure:
 
 def figure(data: list[dict], layout: dict) -> go.Figure:
     """A figure from plain dicts, without plotly's property-by-property validation: that was half
-    of building a mosaic or a head's heatmap (~10 ms of every new sentence with the GIL held, which
-    a class of 30 waits for in turn). What these dicts hold is pinned by the tests, which build
+    of building a mosaic or a head's heatmap, with the GIL held while a class waits (bench/load.py).
+    What these dicts hold is pinned by the tests, which build
     every figure with validation on (ATTNVIZ_VALIDATE_FIGURES=1, set in tests/conftest.py).
     Inside as_specs(), a Spec straight from the dicts."""
     if getattr(_as_specs, "on", False):
