@@ -9,7 +9,7 @@ from attnviz.engine.trace import Trace
 from attnviz.serve.workers import per_trace
 from attnviz.ui import markup, url
 from attnviz.ui.caching import trace_fragment
-from attnviz.ui.explorer.pickers import pick_head, pick_layer, pick_scale, pick_window, selection
+from attnviz.ui.explorer.pickers import layer_and_head, pick_scale, pick_window, selection
 from attnviz.ui.language import t
 from attnviz.ui.widgets import chart
 from attnviz.views import frames, panels, spec
@@ -89,16 +89,13 @@ def head_maps(
 @trace_fragment
 def detail(trace: Trace) -> None:
     """Raw scores, the logits softmax sees, and the weights of one head, side by side."""
-    c1, c2, c3 = st.columns([2, 2, 2])
-    with c1:
-        layer = pick_layer(trace)
-    with c2:
-        head = pick_head(trace)
-    with c3:
-        shared = st.toggle(
+    layer, head, shared = layer_and_head(
+        trace,
+        lambda: st.toggle(
             t("ex.shared_scale"), value=url.default("shared"), help=t("ex.shared_help"),
             **url.bound("shared"),
-        )  # fmt: skip
+        ),
+    )  # fmt: skip
     st.caption(t("ex.detail_help"))
     mark = _mark(trace)
     if mark is not None:

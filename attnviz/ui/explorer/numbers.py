@@ -7,7 +7,7 @@ import streamlit as st
 
 from attnviz.engine.trace import Trace
 from attnviz.ui.caching import trace_fragment
-from attnviz.ui.explorer.pickers import pick_head, pick_layer, pick_query, selection
+from attnviz.ui.explorer.pickers import layer_and_head, pick_query, selection
 from attnviz.ui.language import localized, t
 from attnviz.ui.widgets import chart, table
 from attnviz.views import frames, panels
@@ -16,13 +16,7 @@ from attnviz.views import frames, panels
 @trace_fragment
 def one_query(trace: Trace) -> None:
     """One query against every key: q·k, × scale, exp, softmax, as numbers and a bar chart."""
-    c1, c2, c3 = st.columns(3)
-    with c1:
-        layer = pick_layer(trace)
-    with c2:
-        head = pick_head(trace)
-    with c3:
-        query = pick_query(trace)
+    layer, head, query = layer_and_head(trace, lambda: pick_query(trace))
     lt = trace.layers[layer]
     steps = frames.query_frame(trace, layer, head, query)
     st.markdown(t("ex.query_formula", scale=lt.scale))
@@ -49,11 +43,7 @@ def one_query(trace: Trace) -> None:
 @trace_fragment
 def outputs(trace: Trace) -> None:
     """Per-head z and the block's output after W_O."""
-    c1, c2 = st.columns(2)
-    with c1:
-        layer = pick_layer(trace)
-    with c2:
-        head = pick_head(trace)
+    layer, head, _ = layer_and_head(trace)
     figs = panels.outputs_figures(trace, selection(layer=layer, head=head))
     for col, fig, name in zip(st.columns(2), figs, ("z", "output"), strict=True):
         with col:

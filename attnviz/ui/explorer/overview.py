@@ -10,10 +10,9 @@ from attnviz.ui import markup, projector, url
 from attnviz.ui.caching import trace_fragment
 from attnviz.ui.explorer.detail import head_maps
 from attnviz.ui.explorer.pickers import (
+    layer_and_head,
     open_head,
     pick_focus,
-    pick_head,
-    pick_layer,
     pick_scale,
     selection,
 )
@@ -38,13 +37,7 @@ def overview(trace: Trace) -> None:
         t("ex.shared_scale"), value=url.default("mosaic_shared"), help=t("ex.shared_help"),
         **url.bound("mosaic_shared"),
     )  # fmt: skip
-    c1, c2, c3 = st.columns(3)
-    with c1:
-        layer = pick_layer(trace)
-    with c2:
-        head = pick_head(trace)
-    with c3:
-        focus = pick_focus(trace)
+    layer, head, focus = layer_and_head(trace, lambda: pick_focus(trace))
     n = max(len(trace.tokens), len(trace.key_tokens))
     # The colour scale of the mosaic and of the chosen head below it, picked here and not below
     # the mosaic: a picker drawn after the image left its choice unset on the first run, so the

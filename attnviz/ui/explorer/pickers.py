@@ -3,6 +3,9 @@ layer and head from outside their sliders (a click on the mosaic, "open in Head 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import streamlit as st
 
 from attnviz.engine.trace import Trace
@@ -14,6 +17,7 @@ from attnviz.views.panels import LONG, default_scale
 from attnviz.views.selection import Selection
 
 VIEWS = url.VIEWS
+T = TypeVar("T")
 
 
 def pick_view(default: str, views: tuple[str, ...] = VIEWS) -> str:
@@ -48,6 +52,19 @@ def pick_head(trace: Trace) -> int:
     head = st.slider(t("ex.head"), 0, trace.n_heads - 1, **url.bound("head"))
     _follow(st.session_state.get("layer", 0) if trace.n_layers > 1 else 0, head)
     return head
+
+
+def layer_and_head(trace: Trace, extra: Callable[[], T] | None = None) -> tuple[int, int, T | None]:
+    """The layer and head pickers in one row, and `extra()` (a third control) beside them."""
+    cols = st.columns(3 if extra else 2)
+    with cols[0]:
+        layer = pick_layer(trace)
+    with cols[1]:
+        head = pick_head(trace)
+    if extra is None:
+        return layer, head, None
+    with cols[2]:
+        return layer, head, extra()
 
 
 def _follow(layer: int, head: int) -> None:
