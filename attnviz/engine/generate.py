@@ -1,0 +1,290 @@
+"""Attention while a decoder generates: each new token's row in every layer and head, step by step.
+
+One forward per step through the model's own KV cache (transformers' DynamicCache), with the same
+per-call knobs and recorder as `trace_model` (attnviz.engine.hooked.intercept): nothing is patched
+and nothing per-call lives on the model. Step t feeds the token at position p + t - 1 (p: prompt
+length; step 0 is the prompt itself) and records that query's row over every key so far; the
+test suite checks each row against a fresh `trace_model` of prompt + t tokens (within 1e-5) and
+the cached path against a no-cache path that reruns the whole sequence each step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from attnviz.engine import validate
+from attnviz.engine.budget import budget, size
+
+MAX_NEW_TOKENS = 128  # tokens one run may generate (the page offers up to this)
+MAX_TOP_K = 1000
+SAMPLE_TEMPERATURE_RANGE = (0.05, 5.0)
+SHOWN_CANDIDATES = 5  # the most likely next tokens kept per step
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How the next token is picked. Greedy takes the most likely; otherwise it is drawn from
+    softmax(logits / temperature) over the top_k most likely (0: all), with a seeded generator,
+    so the same settings give the same run."""
+
+    greedy: bool = True
+    temperature: float = 1.0  # of the next-token distribution, not of attention
+    top_k: int = 0  # 0: every token may be drawn
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        validate.flag("greedy", self.greedy)
+        lo, hi = SAMPLE_TEMPERATURE_RANGE
+        validate.number("sampling temperature", self.temperature, lo, hi)
+        validate.whole("top_k", self.top_k, 0, MAX_TOP_K)
+        validate.whole("seed", self.seed, 0, 2**31 - 1)
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The attention knobs applied at every step of the run (as in trace_model)."""
+
+    use_scale: bool = True
+    temperature: float = 1.0  # attention logits are divided by it
+    ablate: frozenset[tuple[int, int]] = frozenset()  # (layer, head) whose z is zeroed
+
+    def __post_init__(self) -> None:
+        use_scale, temperature, ablate, _ = validate.knobs(
+            self.use_scale, self.temperature, self.ablate, ()
+        )
+        object.__setattr__(self, "use_scale", use_scale)
+        object.__setattr__(self, "temperature", temperature)
+        object.__setattr__(self, "ablate", ablate)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One forward of the run.
+
+    | field      | shape / type          | meaning                                              |
+    |------------|-----------------------|------------------------------------------------------|
+    | position   | int                   | the query's position (the token fed at this step)    |
+    | weights    | [layer, head, n_k]    | that query's attention row, n_k = position + 1       |
+    | scale      | [layer]               | the factor applied to q·k in each layer              |
+    | next_id    | int                   | the token chosen after it                            |
+    | p_next     | float                 | its probability (after sampling temperature, top_k)  |
+    | top        | [(id, p), ...]        | the most likely next tokens, most likely first       |
+    | kv_bytes   | int                   | bytes of keys and values in the cache after the step |
+    """
+
+    position: int
+    weights: torch.Tensor
+    scale: tuple[float, ...]
+    next_id: int
+    p_next: float
+    top: tuple[tuple[int, float], ...]
+    kv_bytes: int
+
+
+@dataclass
+class Generation:
+    """A whole run: the prompt, the generated tokens and one Step per forward."""
+
+    ids: list[int]  # prompt + generated token ids
+    tokens: list[str]  # the same, as the tokenizer's tokens
+    n_prompt: int
+    steps: list[Step]
+    source: str  # the model's name
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    d_head: int
+    sampling: Sampling
+    what_if: WhatIf
+    cache: bool  # True: one token per forward through the KV cache
+    stopped: str = "length"  # "length", or "eos" when the model produced its end token
+    texts: list[str] = field(default_factory=list)  # each id decoded alone (for labels)
+
+    @property
+    def generated(self) -> list[int]:
+        return self.ids[self.n_prompt :]
+
+    def row(self, step: int, layer: int, head: int) -> torch.Tensor:
+        """The query's weights over keys 0..position at `step`. [n_k]"""
+        return self.steps[step].weights[layer, head]
+
+    def sink(self, step: int) -> torch.Tensor:
+        """Weight on the first token, per layer and head, at `step`. [layer, head]"""
+        return self.steps[step].weights[:, :, 0]
+
+    def nbytes(self) -> int:
+        return sum(s.weights.numel() * 4 for s in self.steps)
+
+
+def generation_bytes(n_layers: int, n_heads: int, n_prompt: int, n_new: int) -> int:
+    """What a run keeps: one float32 row per layer, head and step, rows growing by one key."""
+    keys = sum(n_prompt + t for t in range(n_new))  # n_k over the steps
+    return 4 * n_layers * n_heads * keys
+
+
+def _cache_bytes(cache) -> int:
+    """Bytes of every key and value tensor the cache holds (measured, not from a formula)."""
+    total = 0
+    for layer in getattr(cache, "layers", ()):
+        for name in ("keys", "values"):
+            t = getattr(layer, name, None)
+            if isinstance(t, torch.Tensor):
+                total += t.numel() * t.element_size()
+    return total
+
+
+def prompt_ids(model, prompt: str) -> list[int]:
+    """The prompt as the model reads it: its tokenizer's ids with the start token it adds, less
+    a trailing end or separator token (a BERT-style tokenizer closes every text with [SEP]; a
+    decoder continuing the text must not see it)."""
+    prompt = validate.text("prompt", prompt)
+    if not prompt.strip():
+        raise ValueError("the prompt is empty: type a few words for the model to continue")
+    tok = model.call_tokenizer
+    with model.call_lock:
+        ids = tok(prompt, truncation=True, max_length=model.max_length)["input_ids"]
+    closing = {getattr(model.tokenizer, a, None) for a in ("sep_token_id", "eos_token_id")}
+    if len(ids) > 1 and ids[-1] in closing - {None}:
+        ids = ids[:-1]
+    return list(ids)
+
+
+def _pick(logits: torch.Tensor, sampling: Sampling, gen: torch.Generator):
+    """(chosen id, its probability, the top candidates) from the logits after the last token."""
+    logits = logits.float().cpu()  # [vocab]
+    if sampling.greedy:
+        probs = torch.softmax(logits, -1)  # [vocab]
+        chosen = int(torch.argmax(probs))
+    else:
+        scaled = logits / sampling.temperature  # [vocab]
+        if 0 < sampling.top_k < scaled.shape[0]:
+            cut = torch.topk(scaled, sampling.top_k).values[-1]
+            scaled = scaled.masked_fill(scaled < cut, float("-inf"))
+        probs = torch.softmax(scaled, -1)  # [vocab]
+        chosen = int(torch.multinomial(probs, 1, generator=gen))
+    p, ids = torch.topk(probs, min(SHOWN_CANDIDATES, probs.shape[0]))
+    top = tuple((int(i), float(q)) for i, q in zip(ids, p, strict=True))
+    return chosen, float(probs[chosen]), top
+
+
+def _check(model, n_prompt: int, n_new: int, what_if: WhatIf) -> None:
+    if model.kind != "decoder":
+        raise ValueError(
+            f"{model.name!r} is an {model.kind}: only a decoder (GPT-2, Llama, Qwen, ...) "
+            f"generates text; load one"
+        )
+    if n_prompt + n_new > model.max_length:
+        raise ValueError(
+            f"the prompt has {n_prompt} tokens and {n_new} more were asked for: this model "
+            f"reads at most {model.max_length}; shorten the prompt or generate fewer tokens"
+        )
+    for layer, head in sorted(what_if.ablate):
+        if not (0 <= layer < model.n_layers and 0 <= head < model.n_heads):
+            raise ValueError(
+                f"ablate=({layer}, {head}) is outside the model: layers 0..{model.n_layers - 1}, "
+                f"heads 0..{model.n_heads - 1}"
+            )
+    need, limit = generation_bytes(model.n_layers, model.n_heads, n_prompt, n_new), budget()
+    if need > limit.max_trace_bytes:
+        raise ValueError(
+            f"{n_new} steps after {n_prompt} tokens keep {size(need)} of attention rows; this "
+            f"server allows {size(limit.max_trace_bytes)}: generate fewer tokens"
+        )
+
+
+def generate(
+    model,
+    prompt: str,
+    n_new: int = 20,
+    sampling: Sampling | None = None,
+    what_if: WhatIf | None = None,
+    cache: bool = True,
+) -> Generation:
+    """Generate `n_new` tokens after `prompt` with a loaded decoder (attnviz.load_model) and record,
+    at every step, the new query's attention row in every layer and head and the KV cache's size.
+
+    `sampling`: greedy (default) or sampled with temperature / top_k, seeded. `what_if`: the
+    attention knobs (no ÷√d_head, temperature, silenced heads) at every step. `cache=False` reruns
+    the whole sequence at each step instead of using the KV cache (slower; the same rows: the
+    check of the cached path). Stops early at the model's end token."""
+    from attnviz.engine.hooked.intercept import Knobs, Recording
+
+    sampling = sampling or Sampling()
+    what_if = what_if or WhatIf()
+    n_new = validate.whole("n_new", n_new, 1, MAX_NEW_TOKENS)
+    validate.flag("cache", cache)
+    ids = prompt_ids(model, prompt)
+    _check(model, len(ids), n_new, what_if)
+    knobs = Knobs(
+        use_scale=what_if.use_scale, temperature=what_if.temperature, ablate=what_if.ablate
+    )
+    blocks = {id(b.attention): i for i, b in enumerate(model.blocks)}
+    dev = torch.device(model.device)
+    gen = torch.Generator().manual_seed(sampling.seed)
+    eos = getattr(model.tokenizer, "eos_token_id", None)
+    steps: list[Step] = []
+    past = None
+    stopped = "length"
+    with torch.inference_mode():
+        if cache:
+            from transformers import DynamicCache
+
+            past = DynamicCache(config=model.model.config)
+        fed = ids  # what the next forward reads
+        for _ in range(n_new):
+            record = Recording(blocks=blocks)
+            x = torch.tensor([fed], device=dev)  # [1, n_fed]
+            out = model.model(
+                input_ids=x,
+                past_key_values=past,
+                use_cache=cache,
+                attnviz_knobs=knobs,
+                attnviz_record=record,
+            )
+            rows = torch.stack(
+                [record.layers[i]["weights"][0, :, -1] for i in range(model.n_layers)]
+            )  # [layer, head, n_k]
+            chosen, p, top = _pick(out.logits[0, -1], sampling, gen)
+            k_bytes = _cache_bytes(past) if cache else 0
+            if not cache:  # what a cache would hold: the keys and values of every position
+                k_bytes = sum(
+                    2 * r["k"][0].numel() * r["k"].element_size() for r in record.layers.values()
+                )
+            steps.append(
+                Step(
+                    position=len(ids) - 1,
+                    weights=rows.float().cpu(),
+                    scale=tuple(float(record.layers[i]["scale"]) for i in range(model.n_layers)),
+                    next_id=chosen,
+                    p_next=p,
+                    top=top,
+                    kv_bytes=k_bytes,
+                )
+            )
+            ids = ids + [chosen]
+            fed = [chosen] if cache else ids
+            if eos is not None and chosen == eos:
+                stopped = "eos"
+                break
+    first = model.blocks[0]
+    with model.call_lock:
+        tokens = model.tokenizer.convert_ids_to_tokens(ids)
+        texts = [model.tokenizer.decode([i]) for i in ids]
+    return Generation(
+        ids=ids,
+        tokens=tokens,
+        n_prompt=len(ids) - len(steps),
+        steps=steps,
+        source=model.name,
+        n_layers=model.n_layers,
+        n_heads=model.n_heads,
+        n_kv_heads=first.n_kv_heads,
+        d_head=model.d_head,
+        sampling=sampling,
+        what_if=what_if,
+        cache=cache,
+        stopped=stopped,
+        texts=texts,
+    )
