@@ -15,11 +15,13 @@ explore = [
         default=True,
     ),
     st.Page("app_pages/bert.py", title=ui.t("nav.bert"), icon=":material/psychology:"),
+    st.Page("app_pages/generate.py", title=ui.t("nav.generate"), icon=":material/auto_awesome:"),
 ]
 # The classroom pages in teaching order (attnviz.lessons.path; the lesson ends on the BERT page).
 lesson = [
     st.Page("app_pages/step_by_step.py", title=ui.t("nav.steps"), icon=":material/footprint:"),
     st.Page("app_pages/why_scale.py", title=ui.t("nav.why_scale"), icon=":material/functions:"),
+    st.Page("app_pages/lab.py", title=ui.t("nav.lab"), icon=":material/model_training:"),
     st.Page("app_pages/masks.py", title=ui.t("nav.masks"), icon=":material/visibility_off:"),
     st.Page("app_pages/multihead.py", title=ui.t("nav.multihead"), icon=":material/calculate:"),
     st.Page("app_pages/sharing.py", title=ui.t("nav.sharing"), icon=":material/share:"),

@@ -140,6 +140,25 @@ TABLE = (
     Key("po_delta", ("positions",), "int", 2, lo=-4, hi=4),
     Key("po_alpha", ("positions",), "choice", 2.0,
         options=(0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)),
+    # attention while generating (issue 24)
+    Key("g_model", ("generate",), "text", "", doc="a decoder's Hub id or folder; empty: the demo"),
+    Key("g_prompt", ("generate",), "text", "The cat sat on the mat and"),
+    Key("g_n", ("generate",), "int", 16, lo=1, hi=64, doc="tokens to generate"),
+    Key("g_greedy", ("generate",), "bool", True, doc="most likely token; off: sampled"),
+    Key("g_stemp", ("generate",), "float", 1.0, lo=0.05, hi=5.0, doc="sampling temperature"),
+    Key("g_topk", ("generate",), "int", 0, lo=0, hi=1000, doc="sample from the top k (0: all)"),
+    Key("g_seed", ("generate",), "int", 0, lo=0, hi=2**31 - 1, doc="the sampler's seed"),
+    Key("g_scale", ("generate",), "bool", True, doc="what if: divide by √d_head"),
+    Key("g_temp", ("generate",), "float", 1.0, lo=0.05, hi=20.0, doc="what if: temperature"),
+    Key("g_ablate", ("generate",), "list", (), doc="what if: silenced heads, L<layer>H<head>"),
+    Key("g_step", ("generate",), "int", 0, "value", lo=0, doc="the step shown"),
+    # the training lab (issue 24)
+    Key("lab_seed", ("lab",), "int", 0, lo=0, hi=9999),
+    Key("lab_steps", ("lab",), "int", 400, lo=50, hi=2000, doc="induction run: training steps"),
+    Key("lab_lr", ("lab",), "choice", 0.001, options=(0.0003, 0.001, 0.003)),
+    Key("lab_heads", ("lab",), "choice", 4, options=(1, 2, 4, 8)),
+    Key("sc_dk", ("lab",), "choice", 256, options=(16, 64, 256)),
+    Key("sc_steps", ("lab",), "int", 150, lo=20, hi=1000, doc="÷√d_k runs: training steps"),
 )  # fmt: skip
 KEYS: dict[str, Key] = {key.name: key for key in TABLE}
 if len(KEYS) != len(TABLE):

@@ -1,0 +1,169 @@
+"""The Generate page's streamlit layer: the decoder, the run (cached per settings), a step."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attnviz.engine.budget import size
+from attnviz.engine.generate import (
+    DEMO_NAME,
+    MAX_NEW_TOKENS,
+    Generation,
+    Sampling,
+    WhatIf,
+    demo_decoder,
+    generate,
+)
+from attnviz.engine.whatif import head_ids, parse_head_ids
+from attnviz.ui import markup, url
+from attnviz.ui.language import t
+from attnviz.ui.models import get_model
+from attnviz.ui.widgets import chart
+from attnviz.views import heatmaps, training
+
+
+@st.cache_resource(max_entries=1, show_spinner=False)
+def _demo_model():
+    from attnviz.engine.hooked import load_model
+
+    return load_model(demo_decoder(), device="cpu")
+
+
+def decoder():
+    """The decoder the page generates with (the demo random decoder unless a name is given), or
+    None after a message saying why not."""
+    name = st.text_input(
+        t("gen.model"), url.default("g_model"), help=t("gen.model_help"), **url.bound("g_model")
+    ).strip()
+    if not name:
+        with st.spinner(t("gen.demo_loading")):
+            model = _demo_model()
+        st.caption(t("gen.demo_note", name=markup.code(DEMO_NAME)))
+        return model
+    model = get_model(name, "auto")
+    if model is not None and model.kind != "decoder":
+        st.warning(t("gen.not_decoder", name=markup.code(model.name), kind=model.kind))
+        return None
+    return model
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _run(
+    _model, model_key: str, prompt: str, n: int, sampling: Sampling, what_if: WhatIf
+) -> Generation:
+    return generate(_model, prompt, n, sampling, what_if)
+
+
+def settings(model) -> tuple[str, int, Sampling, WhatIf] | None:
+    """The prompt and every setting of the run, from widgets bound to the URL; None (after a
+    message) when they do not make a run."""
+    prompt = st.text_area(
+        t("gen.prompt"), url.default("g_prompt"), height=80, **url.bound("g_prompt")
+    )
+    c1, c2, c3, c4, c5 = st.columns(5)
+    n = c1.slider(t("gen.n"), 1, 64, url.default("g_n"), **url.bound("g_n"))
+    greedy = c2.toggle(t("gen.greedy"), url.default("g_greedy"), **url.bound("g_greedy"))
+    temp = c3.number_input(
+        t("gen.stemp"), 0.05, 5.0, url.default("g_stemp"), 0.1, disabled=greedy,
+        **url.bound("g_stemp"),
+    )  # fmt: skip
+    top_k = c4.number_input(
+        t("gen.topk"), 0, 1000, url.default("g_topk"), 1, disabled=greedy, **url.bound("g_topk")
+    )
+    seed = c5.number_input(
+        t("gen.seed"), 0, 2**31 - 1, url.default("g_seed"), 1, disabled=greedy,
+        **url.bound("g_seed"),
+    )  # fmt: skip
+    with st.expander(t("gen.whatif"), expanded=bool(url.present("g_ablate"))):
+        w1, w2, w3 = st.columns([1, 1, 2])
+        use_scale = w1.toggle(t("gen.scale"), url.default("g_scale"), **url.bound("g_scale"))
+        a_temp = w2.number_input(
+            t("gen.atemp"), 0.05, 20.0, url.default("g_temp"), 0.1, **url.bound("g_temp")
+        )
+        ids = head_ids(model.n_layers, model.n_heads)
+        if any(h not in ids for h in st.session_state.get("g_ablate", ())):
+            st.session_state["g_ablate"] = [h for h in st.session_state["g_ablate"] if h in ids]
+        off = w3.multiselect(t("gen.ablate"), ids, list(url.default("g_ablate")),
+                             **url.bound("g_ablate"))  # fmt: skip
+    try:
+        sampling = Sampling(greedy, float(temp), int(top_k), int(seed))
+        what_if = WhatIf(use_scale, float(a_temp), frozenset(parse_head_ids(off)))
+    except (ValueError, TypeError) as err:
+        st.error(markup.escape(err))
+        return None
+    return prompt, min(n, MAX_NEW_TOKENS), sampling, what_if
+
+
+def run(model, prompt: str, n: int, sampling: Sampling, what_if: WhatIf) -> Generation | None:
+    try:
+        with st.spinner(t("gen.running", n=n)):
+            return _run(model, model.name, prompt, n, sampling, what_if)
+    except (ValueError, TypeError) as err:
+        st.error(markup.escape(err))
+        return None
+
+
+def show(g: Generation) -> None:
+    """The generated text, the step slider, that step's rows in every layer and head, the KV
+    cache, and the sink on the first token."""
+    prompt_text = markup.escape("".join(_joined(g.tokens[: g.n_prompt])))
+    new_text = markup.escape("".join(_joined(g.tokens[g.n_prompt :], first=False)))
+    st.markdown(t("gen.text", prompt=prompt_text, new=new_text))
+    if g.stopped == "eos":
+        st.caption(t("gen.stopped_eos"))
+    last = len(g.steps) - 1
+    step = url.read("g_step")
+    if "g_step" not in st.session_state or st.session_state["g_step"] > last:
+        st.session_state["g_step"] = min(step, last)
+    if last > 0:
+        st.slider(t("gen.step"), 0, last, key="g_step", help=t("gen.step_help"))
+    step = min(int(st.session_state["g_step"]), last)
+    url.sync("g_step", url.default("g_step"))
+    s = g.steps[step]
+    n_k = s.position + 1
+    labels = [f"{i}: {tok}" for i, tok in enumerate(g.tokens[:n_k])]
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric(t("gen.query"), g.tokens[s.position], help=t("gen.query_help"))
+    c2.metric(t("gen.chosen"), g.tokens[s.position + 1], f"p = {s.p_next:.3f}")
+    c3.metric(t("gen.cache"), size(s.kv_bytes), help=t("gen.cache_help", d=g.d_head))
+    sink = float(g.sink(step).mean())
+    c4.metric(t("gen.sink"), f"{sink:.0%}", help=t("gen.sink_help", u=1 / n_k))
+    rows = s.weights.reshape(g.n_layers * g.n_heads, n_k)  # [layer * head, n_k]
+    heads = [f"L{la}H{h}" for la in range(g.n_layers) for h in range(g.n_heads)]
+    fig = heatmaps.heatmap(
+        rows, labels, heads, title=t("gen.rows_title", tok=g.tokens[s.position], step=step),
+        value_name=t("w.weights"), zmin=0.0, zmax=1.0, x_title=t("w.key"), y_title=t("gen.head"),
+        height=max(320, 22 * len(heads) + 160), auto_ticks=n_k > 40,
+    )  # fmt: skip
+    chart(fig, key="gen_rows", name=f"generate_step_{step}")
+    left, right = st.columns(2)
+    with left:
+        fig = training.cache_growth(
+            [x.position + 1 for x in g.steps], [x.kv_bytes for x in g.steps], step,
+            title=t("gen.cache_title"), x_title=t("gen.cache_x"), y_title="KiB",
+        )  # fmt: skip
+        chart(fig, key="gen_cache")
+    with right:
+        sinks = [float(g.sink(i).mean()) for i in range(len(g.steps))]
+        uniform = [1 / (x.position + 1) for x in g.steps]
+        xs = [x.position + 1 for x in g.steps]
+        fig = training.curves(
+            {t("gen.sink_series"): (xs, sinks), t("gen.uniform_series"): (xs, uniform)},
+            title=t("gen.sink_title"), x_title=t("gen.cache_x"), y_title=t("w.weights"),
+            marks={str(step): xs[step]}, height=300,
+        )  # fmt: skip
+        chart(fig, key="gen_sink")
+    st.markdown(t("gen.sink_explained", sink=sink, u=1 / n_k))
+
+
+def _joined(tokens: list[str], first: bool = True) -> list[str]:
+    """Tokens as text: word pieces (##) glued, GPT-2's Ġ and SentencePiece's ▁ as spaces."""
+    out = []
+    for i, tok in enumerate(tokens):
+        if tok.startswith("##"):
+            out.append(tok[2:])
+        elif tok.startswith(("Ġ", "▁")):
+            out.append(" " + tok[1:])
+        else:
+            out.append(tok if (first and i == 0) else " " + tok)
+    return out
