@@ -13,6 +13,7 @@ from attnviz.engine.stack import trace_text
 from attnviz.engine.trace import LayerTrace, Trace
 
 if TYPE_CHECKING:
+    from attnviz.engine.generate import generate
     from attnviz.engine.hooked import load_model, trace_model
     from attnviz.views.notebook import show
 
@@ -25,6 +26,7 @@ __all__ = [
     "LayerTrace",
     "rollout",
     "show",
+    "generate",
 ]
 
 
@@ -34,6 +36,10 @@ def __getattr__(name: str):
         from attnviz.engine import hooked
 
         return getattr(hooked, name)
+    if name == "generate":  # attention while a decoder generates (needs transformers)
+        from attnviz.engine.generate import generate
+
+        return generate
     if name == "show":  # plotly loads only for notebooks and scripts that draw
         from attnviz.views.notebook import show
 

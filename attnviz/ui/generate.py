@@ -124,7 +124,7 @@ def show(g: Generation) -> None:
     labels = [f"{i}: {tok}" for i, tok in enumerate(g.tokens[:n_k])]
     c1, c2, c3, c4 = st.columns(4)
     c1.metric(t("gen.query"), g.tokens[s.position], help=t("gen.query_help"))
-    c2.metric(t("gen.chosen"), g.tokens[s.position + 1], f"p = {s.p_next:.3f}")
+    c2.metric(t("gen.chosen", p=f"{s.p_next:.3g}"), g.tokens[s.position + 1])
     c3.metric(t("gen.cache"), size(s.kv_bytes), help=t("gen.cache_help", d=g.d_head))
     sink = float(g.sink(step).mean())
     c4.metric(t("gen.sink"), f"{sink:.0%}", help=t("gen.sink_help", u=1 / n_k))

@@ -1,0 +1,64 @@
+"""The Generate and Training lab pages in a real browser, in both languages and at both sizes:
+a run scrubbed to a step from its link, and both lab sections trained and drawn."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+CHARTS = '[data-testid="stPlotlyChart"]'
+LANGS = {"English": "en", "中文": "zh"}
+
+
+@pytest.mark.parametrize("lang", sorted(LANGS))
+@pytest.mark.parametrize("size", ["page", "big_page"])
+def test_generate_opens_the_run_and_step_of_its_link(size: str, lang: str, request) -> None:
+    p = request.getfixturevalue(size)
+    p.open(f"generate?g_n=6&g_step=3&g_greedy=false&g_seed=5&lang={lang}")
+    assert p.wait_count(CHARTS, 3, timeout=120) == 3
+    assert p.wait_count(f"{CHARTS} .heatmaplayer", 1) == 1
+    values = p.page.locator('[data-testid="stMetricValue"]').all_inner_texts()
+    assert len(values) == 4 and values[2].endswith("KiB")
+    title = "Step 3" if lang == "English" else "第 3 步"
+    assert p.page.get_by_text(title).count() >= 1
+    p.shot(f"generate-{LANGS[lang]}")
+
+
+def _train(p, section: int, done: str, timeout: float = 120) -> None:
+    """Press the section's Train button and wait until its progress text says it ended."""
+    p.page.locator('[data-testid="stButton"] button').filter(has_text="Train").nth(section).click()
+    deadline = time.time() + timeout
+    while time.time() < deadline and p.page.get_by_text(done).count() <= section:
+        time.sleep(0.5)
+    assert p.page.get_by_text(done).count() > section
+    p.settle()
+
+
+@pytest.mark.parametrize("projector", [False, True])
+@pytest.mark.parametrize("size", ["page", "big_page"])
+def test_lab_trains_both_sections(size: str, projector: bool, request) -> None:
+    p = request.getfixturevalue(size)
+    flag = "&projector=true" if projector else ""
+    p.open(f"lab?lab_steps=150&lab_lr=0.003&sc_steps=40{flag}")
+    assert p.count(CHARTS) == 0  # nothing trains until asked
+    _train(p, 0, "Done:")
+    assert p.page.get_by_text("An induction head appeared at step").count() == 1
+    _train(p, 1, "Done:")
+    assert p.wait_count(CHARTS, 6, timeout=30) == 6
+    assert p.page.get_by_text("Measured at d_k = 256").count() == 1
+    p.shot("lab-en" + ("-projector" if projector else ""))
+
+
+def test_lab_in_chinese_and_its_stop_button(big_page) -> None:
+    p = big_page
+    p.open("lab?lang=中文&lab_steps=2000")
+    p.page.locator('[data-testid="stButton"] button').filter(has_text="训练").first.click()
+    time.sleep(4)
+    p.page.locator('[data-testid="stButton"] button').filter(has_text="停止").first.click()
+    deadline = time.time() + 30
+    while time.time() < deadline and p.page.get_by_text("已停止").count() == 0:
+        time.sleep(0.5)
+    assert p.page.get_by_text("已停止").count() == 1
+    p.settle()
+    p.shot("lab-zh-stopped")
