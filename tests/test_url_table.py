@@ -78,6 +78,8 @@ PAGE_OF = {
     "multihead": "app_pages/multihead.py",
     "sharing": "app_pages/sharing.py",
     "positions": "app_pages/positions.py",
+    "generate": "app_pages/generate.py",
+    "lab": "app_pages/lab.py",
 }
 
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import statistics
-import time
 
 import streamlit as st
 
@@ -92,8 +91,7 @@ def _progress(job: jobs.Job) -> None:
         st.error(t("lab.failed", msg=markup.escape(job.error)))
 
 
-@st.fragment
-def induction_section() -> None:
+def _induction() -> None:
     job = st.session_state.get("lab_job_induction")
     if job is None:
         st.info(t("lab.press_train"))
@@ -134,8 +132,7 @@ def induction_section() -> None:
     _again(job)
 
 
-@st.fragment
-def scaling_section() -> None:
+def _scaling() -> None:
     job = st.session_state.get("lab_job_scaling")
     if job is None:
         st.info(t("lab.press_train"))
@@ -176,11 +173,19 @@ def scaling_section() -> None:
 
 
 def _again(job: jobs.Job) -> None:
-    """Redraw this fragment in POLL_S while its job trains; once it has ended, the whole page
-    once (its Train button comes back)."""
-    if not job.done:
-        time.sleep(POLL_S)
-        st.rerun(scope="fragment")
-    elif not getattr(job, "shown_done", False):
+    """Once the job has ended, rerun the whole page once (its Train button comes back)."""
+    if job.done and not getattr(job, "shown_done", False):
         job.shown_done = True
         st.rerun()
+
+
+_BODIES = {"induction": _induction, "scaling": _scaling}
+# While a job trains its section redraws every POLL_S (only that fragment, not the page).
+_LIVE = {name: st.fragment(run_every=POLL_S)(body) for name, body in _BODIES.items()}
+_STILL = {name: st.fragment(body) for name, body in _BODIES.items()}
+
+
+def section(name: str) -> None:
+    """The section's progress and curves: redrawn as it trains, drawn once when not."""
+    job = st.session_state.get(f"lab_job_{name}")
+    (_LIVE if job is not None and not job.done else _STILL)[name]()
