@@ -150,7 +150,7 @@ TABLE = (
     Key("g_seed", ("generate",), "int", 0, lo=0, hi=2**31 - 1, doc="the sampler's seed"),
     Key("g_scale", ("generate",), "bool", True, doc="what if: divide by √d_head"),
     Key("g_temp", ("generate",), "float", 1.0, lo=0.05, hi=20.0, doc="what if: temperature"),
-    Key("g_ablate", ("generate",), "list", (), doc="what if: silenced heads, L<layer>H<head>"),
+    Key("g_ablate", ("generate",), "list", [], doc="what if: silenced heads, L<layer>H<head>"),
     Key("g_step", ("generate",), "int", 0, "value", lo=0, doc="the step shown"),
     # the training lab (issue 24)
     Key("lab_seed", ("lab",), "int", 0, lo=0, hi=9999),
