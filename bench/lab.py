@@ -31,8 +31,8 @@ print(json.dumps(dict(seconds=r.seconds, stopped=r.stopped, steps=r.steps_done,
 
 RUNS = {
     "induction (page default)": dict(),
-    "÷√d_k, d_k=256 (page default)": dict(d_k=256, steps=150, eval_every=5),
-    "raw q·k, d_k=256 (page default)": dict(d_k=256, steps=150, eval_every=5, use_scale=False),
+    "÷√d_k, d_k=256 (page default)": dict(d_k=256, steps=100, eval_every=5),
+    "raw q·k, d_k=256 (page default)": dict(d_k=256, steps=100, eval_every=5, use_scale=False),
 }
 
 

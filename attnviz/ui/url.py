@@ -158,7 +158,7 @@ TABLE = (
     Key("lab_lr", ("lab",), "choice", 0.001, options=(0.0003, 0.001, 0.003)),
     Key("lab_heads", ("lab",), "choice", 4, options=(1, 2, 4, 8)),
     Key("sc_dk", ("lab",), "choice", 256, options=(16, 64, 256)),
-    Key("sc_steps", ("lab",), "int", 150, lo=20, hi=1000, doc="÷√d_k runs: training steps"),
+    Key("sc_steps", ("lab",), "int", 100, lo=20, hi=1000, doc="÷√d_k runs: training steps"),
 )  # fmt: skip
 KEYS: dict[str, Key] = {key.name: key for key in TABLE}
 if len(KEYS) != len(TABLE):
