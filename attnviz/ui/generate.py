@@ -150,7 +150,7 @@ def show(g: Generation) -> None:
         fig = training.curves(
             {t("gen.sink_series"): (xs, sinks), t("gen.uniform_series"): (xs, uniform)},
             title=t("gen.sink_title"), x_title=t("gen.cache_x"), y_title=t("w.weights"),
-            marks={str(step): xs[step]}, height=300,
+            marks={str(step): xs[step]}, height=300, from_zero=False,
         )  # fmt: skip
         chart(fig, key="gen_sink")
     st.markdown(t("gen.sink_explained", sink=sink, u=1 / n_k))

@@ -24,10 +24,11 @@ def curves(
     threshold_name: str = "",
     marks: dict[str, float] | None = None,
     height: int = 340,
+    from_zero: bool = True,
 ) -> go.Figure:
     """Named lines, each (x, y) of its own (runs may stop at different steps). `threshold`: a
     dashed horizontal line; `marks`: name -> x of a dotted vertical line labelled with the name
-    (e.g. the step where an induction head appeared)."""
+    (e.g. the step where an induction head appeared); `from_zero`: the x axis starts at 0."""
     fig = go.Figure()
     for i, (name, (x, y)) in enumerate(series.items()):
         fig.add_trace(
@@ -53,7 +54,9 @@ def curves(
             annotation_text=html.escape(name),
             annotation_position="top left",
         )
-    fig.update_xaxes(title=html.escape(x_title), gridcolor="#eee", rangemode="tozero")
+    fig.update_xaxes(
+        title=html.escape(x_title), gridcolor="#eee", rangemode="tozero" if from_zero else "normal"
+    )
     fig.update_yaxes(
         title=html.escape(y_title), type="log" if log_y else "linear", gridcolor="#eee"
     )
