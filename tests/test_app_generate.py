@@ -1,0 +1,41 @@
+"""The Generate page through AppTest: a link reopens the same run at the same step, the knobs from
+the link reach the engine, and bad links or names get a message instead of a traceback."""
+
+from __future__ import annotations
+
+from attnviz.engine.generate import Sampling, WhatIf, demo_decoder, generate
+from attnviz.engine.hooked import load_model
+from tests.apphelpers import app, page_text
+
+PAGE = "app_pages/generate.py"
+
+
+def test_a_link_reopens_the_same_run_at_its_step() -> None:
+    query = {"g_n": "5", "g_step": "2", "g_greedy": "false", "g_seed": "9", "g_topk": "50",
+             "g_temp": "2.0", "g_ablate": ["L0H1", "L2H3"]}  # fmt: skip
+    at = app(PAGE, query)
+    assert not at.exception
+    assert at.slider(key="g_step").value == 2
+    assert at.session_state["g_ablate"] == ["L0H1", "L2H3"]
+    run = generate(
+        load_model(demo_decoder(), device="cpu"), "The cat sat on the mat and", 5,
+        Sampling(greedy=False, top_k=50, seed=9),
+        WhatIf(temperature=2.0, ablate=frozenset({(0, 1), (2, 3)})),
+    )  # fmt: skip
+    metrics = [m.value for m in at.metric]
+    assert metrics[0] == run.tokens[run.steps[2].position]
+    assert metrics[1] == run.tokens[run.steps[2].position + 1]
+    assert len(at.get("plotly_chart")) == 3
+
+
+def test_bad_links_and_names_get_messages() -> None:
+    at = app(PAGE, {"g_n": "100000", "g_stemp": "nan"})  # out of range: the defaults
+    assert not at.exception and at.slider(key="g_n").value == 16
+    at = app(PAGE, {"g_prompt": "word " * 600})
+    assert not at.exception
+    assert "reads at most" in " ".join(e.value for e in at.error)
+    at = app(PAGE, {"g_prompt": "   "})
+    assert not at.exception and "prompt is empty" in " ".join(e.value for e in at.error)
+    at = app(PAGE, {"g_model": "/no/such/folder"})
+    assert not at.exception and at.error
+    assert "Traceback" not in page_text(at)
