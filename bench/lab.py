@@ -63,13 +63,13 @@ def explorer(reps: int = 10) -> None:
             )
             for section in (0, 1):  # the induction run and the two ÷√d_k runs: both slots
                 page = browser.new_page()
-                page.goto(f"{server.url}/lab?lab_steps=2000&sc_steps=1000")
+                page.goto(f"{server.url}/lab?lab_steps=2000&sc_steps=300")
                 button = page.locator('[data-testid="stButton"] button').filter(has_text="Train")
                 button.nth(section).wait_for(timeout=120_000)
                 button.nth(section).click()
                 page.get_by_text("Training…").first.wait_for(timeout=60_000)
-            training = asyncio.run(control_changes(server.url, 32, reps))
-            browser.close()
+            browser.close()  # the jobs train on in the server's threads
+        training = asyncio.run(control_changes(server.url, 32, reps))
     finally:
         server.stop()
     a, b = statistics.median(alone), statistics.median(training)
