@@ -47,7 +47,7 @@ def decoder():
     return model
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+@st.cache_resource(max_entries=8, show_spinner=False)  # a run: at most 64 rows per head
 def _run(
     _model, model_key: str, prompt: str, n: int, sampling: Sampling, what_if: WhatIf
 ) -> Generation:
