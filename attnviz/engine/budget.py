@@ -229,3 +229,21 @@ def check_model_trace(model, batch: int, n: int) -> None:
             f"{work(flops)} of work; this server allows {work(most)}: use a shorter input "
             f"(max_length={longest_input(model, batch)} fits)"
         )
+
+
+def rollout_bytes(n_layers: int, n_heads: int, n: int) -> int:
+    """Attention rollout of n tokens: every layer's [n, n] product in float64, two temporaries,
+    and one layer's weights of every head (a lean trace recomputes them)."""
+    return 8 * n * n * (n_layers + 2) + FLOAT * n_heads * n * n
+
+
+def check_rollout(n_layers: int, n_heads: int, n: int) -> None:
+    """Refuse a rollout over the trace budget, saying what it needs and what fits."""
+    need, limit = rollout_bytes(n_layers, n_heads, n), budget().max_trace_bytes
+    if need > limit:
+        fits = int((limit / (8 * (n_layers + 2) + FLOAT * n_heads)) ** 0.5)
+        raise ValueError(
+            f"rollout multiplies {n_layers} layers of {n:,} x {n:,} weights: {size(need)}; this "
+            f"server allows {size(limit)} (ATTNVIZ_MAX_TRACE_BYTES), enough for about {fits:,} "
+            f"tokens. The other views work at this length."
+        )

@@ -199,7 +199,9 @@ def pooled_head(layer: object, head: int, th: int, tw: int) -> torch.Tensor:
         while r_end < th and ends[r_end] - starts[r] <= step:
             r_end += 1
         lo, hi = starts[r], ends[r_end - 1]
-        w = lean_block(layer, "weights", head, slice(lo, hi))  # [band, k]
+        w = torch.zeros(hi - lo, n_k)  # [band, k]
+        c0, c1 = _key_range(layer.__dict__["_stored_mask"], lo, hi)  # a causal band: fewer keys
+        w[:, c0:c1] = lean_block(layer, "weights", head, slice(lo, hi), slice(c0, c1))
         w = pool(w.unsqueeze(0), tw).squeeze(0)  # [band, tw] exact column-bin means
         for i in range(r, r_end):
             out[i] = w[starts[i] - lo : ends[i] - lo].mean(0)

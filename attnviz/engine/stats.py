@@ -15,7 +15,10 @@ def head_stats(trace: Trace) -> dict[str, torch.Tensor]:
     max_weight: mean of each row's largest weight; distance: mean |query pos - key pos| weighted;
     self / prev / first: mean weight on the token itself, the one before it, the first one;
     special: mean weight on the trace's special tokens ([CLS], [SEP]; 0 when there are none).
+    A lean trace (long input) is summed a band of rows at a time, never n x n for all heads.
     """
+    if any(layer.lean for layer in trace.layers):
+        return _head_stats_in_bands(trace)
     w = trace.weights()  # [layer, head, q, k]
     n_q, n_k = w.shape[-2:]
     everything = torch.ones(n_q, n_k, dtype=torch.bool)  # [q, k]
@@ -58,6 +61,65 @@ def head_stats(trace: Trace) -> dict[str, torch.Tensor]:
         "first": row_mean(w[..., 0]),
         "special": row_mean(special),
     }
+
+
+STATS = ("entropy", "entropy_rel", "max_weight", "distance", "self", "prev", "first", "special")
+
+
+def _head_stats_in_bands(trace: Trace) -> dict[str, torch.Tensor]:
+    """head_stats, the same definitions, one head and one band of query rows at a time."""
+    from attnviz.engine.lean import BLOCK_CELLS
+
+    n_layers, n_heads = trace.n_layers, trace.n_heads
+    sums = {name: torch.zeros(n_layers, n_heads, dtype=torch.float64) for name in STATS}
+    counts = {name: torch.zeros(n_layers, dtype=torch.float64) for name in ("live", "wide", "prev")}
+    n_k = trace.layers[0].n_k
+    specials = sorted({p for ps in trace.special.values() for p in ps if p < n_k})
+    kj = torch.arange(n_k)  # [k]
+    for i, layer in enumerate(trace.layers):
+        n_q = layer.n_q
+        step = max(1, BLOCK_CELLS // (4 * n_k))
+        for r0 in range(0, n_q, step):
+            rows = torch.arange(r0, min(n_q, r0 + step))  # [r]
+            allowed = layer.block("mask", 0, rows)  # [r, k]
+            n_allowed = allowed.sum(-1)  # [r]
+            live, wide = n_allowed > 0, n_allowed > 1
+            has_prev = live & (rows > 0) & (rows - 1 < n_k)
+            counts["live"][i] += int(live.sum())
+            counts["wide"][i] += int(wide.sum())
+            counts["prev"][i] += int(has_prev.sum())
+            dist_ = (rows.unsqueeze(1) - kj).abs().float()  # [r, k]
+            diag = rows < n_k
+            max_h = torch.log(n_allowed.clamp_min(2).float())  # [r]
+            for h in range(n_heads):
+                w = layer.block("weights", h, rows)  # [r, k]
+                plogp = torch.where(w > 0, w * w.clamp_min(1e-30).log(), torch.zeros(()))
+                entropy = -plogp.sum(-1)  # [r]
+                rows_of = {
+                    "entropy": (entropy, live),
+                    "entropy_rel": (entropy / max_h, wide),
+                    "max_weight": (w.amax(-1), live),
+                    "distance": ((w * dist_).sum(-1), live),
+                    "self": (_at(w, rows, rows, diag), live),
+                    "prev": (_at(w, rows, rows - 1, has_prev), has_prev),
+                    "first": (w[:, 0], live),
+                    "special": (w[:, specials].sum(-1) if specials else w[:, 0] * 0, live),
+                }
+                for name, (x, keep) in rows_of.items():
+                    sums[name][i, h] += float((x * keep).double().sum())
+    which = {"entropy_rel": "wide", "prev": "prev"}
+    return {
+        name: (sums[name] / counts[which.get(name, "live")].clamp_min(1).unsqueeze(1)).float()
+        for name in STATS
+    }
+
+
+def _at(w: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
+    """w[i, cols[i] - 0] for each band row i where ok, else 0 (w's rows are `rows`). [r]"""
+    out = torch.zeros(len(rows))
+    idx = ok.nonzero().squeeze(-1)
+    out[idx] = w[idx, cols[idx]]
+    return out
 
 
 def mean_max_weight(weights: torch.Tensor) -> float:
