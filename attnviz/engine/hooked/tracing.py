@@ -9,7 +9,13 @@ import torch
 import torch.nn.functional as F
 
 from attnviz.engine import validate
-from attnviz.engine.budget import budget, check_model_trace, lean_trace, model_trace_bytes
+from attnviz.engine.budget import (
+    budget,
+    check_model_trace,
+    lean_trace,
+    longest_input,
+    model_trace_bytes,
+)
 from attnviz.engine.hooked.encoding import _collate, _decoder_inputs, _encode, _special
 from attnviz.engine.hooked.families import CROSS, DECODER, POST_LN
 from attnviz.engine.hooked.intercept import Knobs, Recording
@@ -61,7 +67,17 @@ def _checked(
             raise ValueError("text_pairs needs one non-empty second sentence per text")
     else:
         pairs = None
+    if max_length is None:  # the default: as many tokens as this server's budget lets it trace
+        limit = min(limit, longest_input(model, len(texts) if batch is None else batch))
     return _Call(texts, pairs, limit, use_scale, temperature, ablate, mask_tokens)
+
+
+def limit_reason(model: LoadedModel, limit: int) -> str:
+    """Why inputs stop at `limit` tokens: "model" (its context), "tokens" (ATTNVIZ_MAX_TOKENS) or
+    "budget" (the trace's bytes or work on this server)."""
+    if limit >= model.max_length:
+        return "model"
+    return "tokens" if limit >= budget().max_tokens else "budget"
 
 
 def trace_batch(
@@ -240,6 +256,7 @@ def _run(
         "mask_tokens": list(masked),
         "max_length": call.limit,
         "lean": knobs.lean,
+        "limit_reason": limit_reason(model, call.limit),
         "model_type": model.model_type,
         "kind": model.kind,
         "embedding": "mean-pooled over the attention mask, not L2-normalised",
