@@ -86,9 +86,7 @@ knobs = dict(
     mask_tokens=tuple(masked),
 )
 changed = not use_scale or float(temperature) != 1.0 or ablate or masked
-trace = (
-    models.model_trace(model, model_key, text, ui.pair(), **knobs) if changed else base_trace
-)
+trace = models.model_trace(model, model_key, text, ui.pair(), **knobs) if changed else base_trace
 full_trace, full_base = trace, base_trace
 part = pretrained.pick_part(model)
 trace, base_trace = full_trace.part(part), full_base.part(part)

@@ -182,6 +182,52 @@ def lean_weights(layer: object, head: int | None = None) -> torch.Tensor:
     return _every_head(layer, "weights") if head is None else lean_block(layer, "weights", head)
 
 
+def band_weights(layer: object, r0: int, r1: int) -> tuple[torch.Tensor, int, int, torch.Tensor]:
+    """Every head's weights for query rows r0..r1-1, on the keys those rows may see: (weights
+    [head, r, c] CPU float32, first key, last key + 1, allowed [r, c]). One mask for all heads."""
+    q, k = layer.stored("q"), layer.stored("k")
+    rule = layer.__dict__["_stored_mask"]
+    c0, c1 = _key_range(rule, r0, r1)
+    rows, cols = torch.arange(r0, r1), torch.arange(c0, c1)
+    dev = q.device
+    group = q.shape[0] // k.shape[0]
+    qb = q[:, r0:r1].float()  # [head, r, d]
+    kb = k[:, c0:c1].float()  # [kv, c, d]
+    if group > 1:
+        kb = kb.repeat_interleave(group, 0)  # [head, c, d]
+    ok = rule.allowed(rows, cols).to(dev)  # [r, c]
+    lse = layer.stored("lse")[:, r0:r1].float().to(dev)  # [head, r]
+    w = torch.baddbmm(-lse.unsqueeze(-1), qb, kb.transpose(1, 2), alpha=layer.scale)
+    w = w.exp_().masked_fill_(~ok, 0.0)  # [head, r, c]
+    return w.cpu(), c0, c1, ok.cpu()
+
+
+def pooled_layer(layer: object, th: int, tw: int) -> torch.Tensor:
+    """Every head's weights average-pooled to at most th x tw (adaptive_avg_pool2d's bins),
+    computed a band of rows at a time for all heads together. [head, <=th, <=tw] CPU float32"""
+    n_q, n_k, n_heads = layer.n_q, layer.n_k, layer.n_heads
+    th, tw = min(th, n_q), min(tw, n_k)
+    out = torch.zeros(n_heads, th, tw)
+    starts = [(i * n_q) // th for i in range(th)]
+    ends = [-(-((i + 1) * n_q) // th) for i in range(th)]
+    step = max(1, BLOCK_CELLS // (n_heads * n_k))  # input rows per band
+    pool = torch.nn.functional.adaptive_avg_pool1d
+    r = 0
+    while r < th:
+        r_end = r + 1  # a band of whole output rows r .. r_end-1
+        while r_end < th and ends[r_end] - starts[r] <= step:
+            r_end += 1
+        lo, hi = starts[r], ends[r_end - 1]
+        w, c0, c1, _ = band_weights(layer, lo, hi)  # [head, band, c]
+        full = torch.zeros(n_heads, hi - lo, n_k)
+        full[:, :, c0:c1] = w
+        cols = pool(full, tw)  # [head, band, tw] exact column-bin means
+        for i in range(r, r_end):
+            out[:, i] = cols[:, starts[i] - lo : ends[i] - lo].mean(1)
+        r = r_end
+    return out
+
+
 def pooled_head(layer: object, head: int, th: int, tw: int) -> torch.Tensor:
     """One head's weights average-pooled to at most th x tw, computed a band of rows at a time
     (never the whole n x n map at once). [<=th, <=tw] CPU float32"""

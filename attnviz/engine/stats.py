@@ -67,46 +67,45 @@ STATS = ("entropy", "entropy_rel", "max_weight", "distance", "self", "prev", "fi
 
 
 def _head_stats_in_bands(trace: Trace) -> dict[str, torch.Tensor]:
-    """head_stats, the same definitions, one head and one band of query rows at a time."""
-    from attnviz.engine.lean import BLOCK_CELLS
+    """head_stats, the same definitions, a band of query rows at a time (all heads together)."""
+    from attnviz.engine.lean import BLOCK_CELLS, band_weights
 
     n_layers, n_heads = trace.n_layers, trace.n_heads
     sums = {name: torch.zeros(n_layers, n_heads, dtype=torch.float64) for name in STATS}
     counts = {name: torch.zeros(n_layers, dtype=torch.float64) for name in ("live", "wide", "prev")}
     n_k = trace.layers[0].n_k
     specials = sorted({p for ps in trace.special.values() for p in ps if p < n_k})
-    kj = torch.arange(n_k)  # [k]
     for i, layer in enumerate(trace.layers):
         n_q = layer.n_q
-        step = max(1, BLOCK_CELLS // (4 * n_k))
+        step = max(1, BLOCK_CELLS // (n_heads * n_k))
         for r0 in range(0, n_q, step):
-            rows = torch.arange(r0, min(n_q, r0 + step))  # [r]
-            allowed = layer.block("mask", 0, rows)  # [r, k]
-            n_allowed = allowed.sum(-1)  # [r]
+            r1 = min(n_q, r0 + step)
+            w, c0, c1, ok = band_weights(layer, r0, r1)  # [head, r, c] on keys c0..c1-1
+            rows, cols = torch.arange(r0, r1), torch.arange(c0, c1)  # [r], [c]
+            n_allowed = ok.sum(-1)  # [r]
             live, wide = n_allowed > 0, n_allowed > 1
-            has_prev = live & (rows > 0) & (rows - 1 < n_k)
+            has_prev = live & (rows > 0) & (rows - 1 >= c0) & (rows - 1 < c1)
             counts["live"][i] += int(live.sum())
             counts["wide"][i] += int(wide.sum())
-            counts["prev"][i] += int(has_prev.sum())
-            dist_ = (rows.unsqueeze(1) - kj).abs().float()  # [r, k]
-            diag = rows < n_k
+            counts["prev"][i] += int((live & (rows > 0)).sum())
+            plogp = torch.where(w > 0, w * w.clamp_min(1e-30).log(), torch.zeros(()))
+            entropy = -plogp.sum(-1)  # [head, r]
             max_h = torch.log(n_allowed.clamp_min(2).float())  # [r]
-            for h in range(n_heads):
-                w = layer.block("weights", h, rows)  # [r, k]
-                plogp = torch.where(w > 0, w * w.clamp_min(1e-30).log(), torch.zeros(()))
-                entropy = -plogp.sum(-1)  # [r]
-                rows_of = {
-                    "entropy": (entropy, live),
-                    "entropy_rel": (entropy / max_h, wide),
-                    "max_weight": (w.amax(-1), live),
-                    "distance": ((w * dist_).sum(-1), live),
-                    "self": (_at(w, rows, rows, diag), live),
-                    "prev": (_at(w, rows, rows - 1, has_prev), has_prev),
-                    "first": (w[:, 0], live),
-                    "special": (w[:, specials].sum(-1) if specials else w[:, 0] * 0, live),
-                }
-                for name, (x, keep) in rows_of.items():
-                    sums[name][i, h] += float((x * keep).double().sum())
+            dist = (rows.unsqueeze(1) - cols).abs().float()  # [r, c]
+            first = w[:, :, 0] if c0 == 0 else torch.zeros(w.shape[:2])  # [head, r]
+            inside = [p - c0 for p in specials if c0 <= p < c1]
+            rows_of = {
+                "entropy": (entropy, live),
+                "entropy_rel": (entropy / max_h, wide),
+                "max_weight": (w.amax(-1), live),
+                "distance": ((w * dist).sum(-1), live),
+                "self": (_at(w, rows - c0, (rows >= c0) & (rows < c1)), live),
+                "prev": (_at(w, rows - 1 - c0, has_prev), live & (rows > 0)),
+                "first": (first, live),
+                "special": (w[:, :, inside].sum(-1) if inside else first * 0, live),
+            }
+            for name, (x, keep) in rows_of.items():
+                sums[name][i] += (x * keep).double().sum(-1)
     which = {"entropy_rel": "wide", "prev": "prev"}
     return {
         name: (sums[name] / counts[which.get(name, "live")].clamp_min(1).unsqueeze(1)).float()
@@ -114,11 +113,11 @@ def _head_stats_in_bands(trace: Trace) -> dict[str, torch.Tensor]:
     }
 
 
-def _at(w: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
-    """w[i, cols[i] - 0] for each band row i where ok, else 0 (w's rows are `rows`). [r]"""
-    out = torch.zeros(len(rows))
+def _at(w: torch.Tensor, cols: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
+    """w[:, i, cols[i]] for each band row i where ok, else 0. [head, r]"""
+    out = torch.zeros(w.shape[:2])
     idx = ok.nonzero().squeeze(-1)
-    out[idx] = w[idx, cols[idx]]
+    out[:, idx] = w[:, idx, cols[idx]]
     return out
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from attnviz.engine.lean import MaskRule, lean_block, pooled_head
+from attnviz.engine.lean import MaskRule, lean_block, pooled_layer
 
 _MISSING = object()
 
@@ -240,7 +240,7 @@ def pooled_weights(trace: Trace, th: int, tw: int) -> torch.Tensor:
     out = []
     for layer in trace.layers:
         if layer.lean:  # one head and one band of rows at a time: never n x n for all heads
-            out.append(torch.stack([pooled_head(layer, h, th, tw) for h in range(layer.n_heads)]))
+            out.append(pooled_layer(layer, th, tw))
             continue
         w = layer.stored("weights")  # [head, q, k] on its device
         n_q, n_k = w.shape[-2:]
