@@ -121,6 +121,22 @@ def _at(w: torch.Tensor, cols: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def layer_saturation(layer) -> tuple[float, float]:
+    """mean_max_weight and mean_entropy of every head and row of one layer, a band of rows at a
+    time (a lean layer: never its n x n maps at once)."""
+    from attnviz.engine.lean import BLOCK_CELLS, band_weights
+
+    step = max(1, BLOCK_CELLS // (layer.n_heads * layer.n_k))
+    top = entropy = 0.0
+    for r0 in range(0, layer.n_q, step):
+        w, *_ = band_weights(layer, r0, min(layer.n_q, r0 + step))  # [head, r, c]
+        top += float(w.amax(-1).double().sum())
+        plogp = torch.where(w > 0, w * w.clamp_min(1e-30).log(), torch.zeros(()))
+        entropy -= float(plogp.sum(-1).double().sum())
+    cells = layer.n_heads * layer.n_q
+    return top / cells, entropy / cells
+
+
 def mean_max_weight(weights: torch.Tensor) -> float:
     """Mean over rows of the largest weight: 1/n_k for uniform rows, 1 for one-hot rows."""
     return float(weights.amax(-1).mean())
