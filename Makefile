@@ -51,6 +51,7 @@ bench: $(TEST_STAMP)
 	$(MALLOC) $(PY) bench/engine.py
 	$(MALLOC) $(PY) bench/hooked.py
 	$(MALLOC) $(PY) bench/hostile.py
+	$(MALLOC) $(PY) bench/long_context.py
 	$(PY) bench/load.py $(BENCH_FLAGS)
 
 clean:

@@ -149,3 +149,35 @@ def test_bfloat16_on_the_gpu_reads_back_float32_rows_that_sum_to_one(tmp_path, t
         assert (w[..., 3] == 0).all()
         torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]), atol=2e-2, rtol=0)
         torch.testing.assert_close(w, la.weights, atol=2e-2, rtol=0)
+
+
+@pytest.mark.parametrize("knobs", KNOBS, ids=lambda k: ",".join(k) or "plain")
+def test_a_lean_trace_stays_on_the_device_and_recomputes_the_cpu_numbers(llama, knobs) -> None:
+    # A long input's trace (forced here by a 1-byte full-trace limit): q, k, v, z, output and the
+    # log-sum-exp stay on the device; weights and blocks are recomputed there, read on the CPU.
+    import attnviz.engine.budget as budget_module
+
+    cpu, gpu = llama
+    os.environ["ATTNVIZ_FULL_TRACE_BYTES"] = "1"
+    budget_module.budget.cache_clear()
+    try:
+        a, b = trace_model(cpu, TEXT, **knobs), trace_model(gpu, TEXT, **knobs)
+    finally:
+        del os.environ["ATTNVIZ_FULL_TRACE_BYTES"]
+        budget_module.budget.cache_clear()
+    assert a.meta["lean"] and b.meta["lean"]
+    for lc, lg in zip(a.layers, b.layers, strict=True):
+        assert lg.lean
+        for name in ("q", "k", "v", "z", "output", "lse"):
+            assert lg.stored(name).device.type == DEVICE, name
+            torch.testing.assert_close(getattr(lg, name), getattr(lc, name), atol=5e-5, rtol=1e-4)
+        w = lg.weights  # [head, q, k] recomputed
+        torch.testing.assert_close(w, lc.weights, atol=5e-5, rtol=1e-4)
+        assert not torch.isnan(w).any() and (w.masked_select(~lg.mask) == 0).all()
+        live = lg.mask.any(-1)
+        torch.testing.assert_close(
+            w.sum(-1)[:, live], torch.ones(4, int(live.sum())), atol=1e-5, rtol=0
+        )
+        block = lg.block("weights", 3, slice(2, 9), slice(0, 5))
+        torch.testing.assert_close(block, lc.weights[3, 2:9, :5], atol=5e-5, rtol=1e-4)
+    torch.testing.assert_close(pooled_weights(b, 4, 4), pooled_weights(a, 4, 4), atol=5e-5, rtol=0)

@@ -309,7 +309,9 @@ def test_every_page_with_hostile_texts(page: str) -> None:
     assert "text" in boxes and "pair" in boxes  # the shared sidebar is on every page
     for i, text in enumerate(APP_TEXTS):
         for key in boxes:
-            widget = at.text_area(key=key) if key == "text" else at.text_input(key=key)
+            widget = (
+                at.text_area(key=key) if key in ("text", "long_doc") else at.text_input(key=key)
+            )
             # The pair gets the hostile text on every other run, an ordinary one otherwise.
             value = text if key != "pair" or i % 2 else ("It was tired." if i % 4 else "")
             widget.set_value(value)

@@ -42,6 +42,7 @@ if model is None:
     st.stop()
 model_key = (model.name, model.device, dtype)
 pretrained.summary(model)
+text = pretrained.document() or ui.text()  # a long document pasted or uploaded, else the sidebar
 if model.kind == "encoder-decoder":
     st.caption(t("pm.pair_is_target"))
 
@@ -64,7 +65,7 @@ with st.expander(t("bert.whatif"), expanded=False):
     )
     base_trace = None
     try:
-        base_trace = models.model_trace(model, model_key, ui.text(), ui.pair())
+        base_trace = models.model_trace(model, model_key, text, ui.pair())
     except (ValueError, TypeError) as err:
         st.info(t("err.empty") if "empty" in str(err) else markup.escape(err))
         st.stop()
@@ -85,13 +86,11 @@ knobs = dict(
     mask_tokens=tuple(masked),
 )
 changed = not use_scale or float(temperature) != 1.0 or ablate or masked
-trace = (
-    models.model_trace(model, model_key, ui.text(), ui.pair(), **knobs) if changed else base_trace
-)
+trace = models.model_trace(model, model_key, text, ui.pair(), **knobs) if changed else base_trace
 full_trace, full_base = trace, base_trace
 part = pretrained.pick_part(model)
 trace, base_trace = full_trace.part(part), full_base.part(part)
-ui.report_trace_notes(full_trace)
+pretrained.length_note(model, full_trace)  # tokens, the budget, what was cut and why
 n_unk = sum(tok == "[UNK]" for tok in trace.tokens)
 if n_unk:
     st.warning(t("bert.unk", n=n_unk))

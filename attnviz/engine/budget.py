@@ -17,7 +17,9 @@ GiB = 2**30
 
 @dataclass(frozen=True)
 class Budget:
-    max_tokens: int = 512  # ATTNVIZ_MAX_TOKENS: tokens in one input (both sentences together)
+    # ATTNVIZ_MAX_TOKENS: tokens in one input (both sentences together); the byte and work limits
+    # below decide what a given model can take (8,192 tokens for a small model on 2 cores)
+    max_tokens: int = 32_768
     max_weight_bytes: int = 1 * GiB  # ATTNVIZ_MAX_WEIGHT_BYTES: the toy stack's weights, all layers
     max_trace_bytes: int = 512 * MiB  # ATTNVIZ_MAX_TRACE_BYTES: the tensors of one trace
     max_model_bytes: int = 8 * GiB  # ATTNVIZ_MAX_MODEL_BYTES: a pretrained model's parameters
@@ -25,6 +27,10 @@ class Budget:
     max_text_chars: int = 100_000  # ATTNVIZ_MAX_TEXT_CHARS: characters in one sentence
     max_work: int = 100 * 10**9  # ATTNVIZ_MAX_WORK: floating-point operations of one trace
     trace_workers: int = 1  # ATTNVIZ_TRACE_WORKERS: forwards run at once (the rest wait, batched)
+    # ATTNVIZ_FULL_TRACE_BYTES: a pretrained-model trace whose n x n tensors would be over this is
+    # lean (q, k, v, z, the mask rule, log-sum-exp; weights recomputed on access)
+    full_trace_bytes: int = 256 * MiB
+    max_model_work: int = 2 * 10**12  # ATTNVIZ_MAX_MODEL_WORK: floating-point ops of one forward
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -34,7 +40,11 @@ class Budget:
 
 
 TRUE = ("1", "true", "yes", "on")
-PUBLIC_LIMITS = {"max_tokens": 256, "max_text_chars": 20_000}  # unless ATTNVIZ_* set them
+PUBLIC_LIMITS = {
+    "max_tokens": 256,
+    "max_text_chars": 20_000,
+    "max_model_work": 10**11,
+}  # unless ATTNVIZ_* set them
 
 
 def public() -> bool:
@@ -140,19 +150,100 @@ def check_stack_run(config, n_q: int, n_k: int) -> None:
 
 
 def model_trace_bytes(n_layers: int, n_heads: int, d_head: int, batch: int, n: int) -> int:
-    """A pretrained model's trace: q, k, v, z, scores, weights, output and hidden per layer."""
+    """A pretrained model's full trace: q, k, v, z, scores, weights, output and hidden per layer."""
     d = n_heads * d_head
     per_layer = batch * (4 * n_heads * n * d_head + 2 * n_heads * n * n + 2 * n * d)
     return FLOAT * (per_layer * n_layers + batch * n_heads * n * n)  # + one layer's logits
 
 
+def model_lean_bytes(
+    n_layers: int, n_heads: int, n_kv_heads: int, d_head: int, batch: int, n: int
+) -> int:
+    """A lean trace (attnviz.engine.lean): q, z, k, v, lse, output and hidden per layer, plus one
+    query block's logits while recording. Grows with n, not n²."""
+    from attnviz.engine.lean import BLOCK_CELLS
+
+    d = n_heads * d_head
+    per_layer = batch * (2 * n_heads * n * d_head + 2 * n_kv_heads * n * d_head + n_heads * n)
+    per_layer += batch * 2 * n * d
+    return FLOAT * (per_layer * n_layers + batch * BLOCK_CELLS)
+
+
+def lean_trace(model, batch: int, n: int) -> bool:
+    """THE decision between a full trace (every head's n x n scores and weights kept: fastest for
+    the views) and a lean one (recomputed on access): by the bytes of the full one."""
+    full = model_trace_bytes(model.n_layers, model.n_heads, model.d_head, batch, n)
+    return full > budget().full_trace_bytes
+
+
+def model_trace_need(model, batch: int, n: int) -> int:
+    """Bytes of the trace tracing will record for `batch` inputs of n tokens (full or lean)."""
+    if not lean_trace(model, batch, n):
+        return model_trace_bytes(model.n_layers, model.n_heads, model.d_head, batch, n)
+    kv = getattr(model, "n_kv_heads", None) or model.n_heads
+    return model_lean_bytes(model.n_layers, model.n_heads, kv, model.d_head, batch, n)
+
+
+def model_work(model, batch: int, n: int) -> int:
+    """Floating-point operations of one forward: 2 per parameter per token, plus q·k and
+    weights @ v in every layer (a multiply-add counts 2)."""
+    inner = getattr(model, "model", None)
+    params = sum(p.numel() for p in inner.parameters()) if hasattr(inner, "parameters") else 0
+    attention = 4 * model.n_layers * model.n_heads * n * n * model.d_head
+    return batch * (2 * params * n + attention)
+
+
+def longest_input(model, batch: int = 1) -> int:
+    """The most tokens this server's budget lets `model` trace (bytes and work), at most its own
+    limit and max_tokens: what the page offers."""
+    lo, hi = 1, max(1, min(model.max_length, budget().max_tokens))
+
+    def fits(n: int) -> bool:
+        need = model_trace_need(model, batch, n)
+        return need <= budget().max_trace_bytes and model_work(model, batch, n) <= (
+            budget().max_model_work
+        )
+
+    if fits(hi):
+        return hi
+    while lo < hi:  # the largest n that fits
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
 def check_model_trace(model, batch: int, n: int) -> None:
-    """Refuse a batch of `batch` inputs of up to n tokens whose trace is over the budget."""
-    need = model_trace_bytes(model.n_layers, model.n_heads, model.d_head, batch, n)
+    """Refuse a batch of `batch` inputs of n tokens (their real length) over the budget."""
+    need = model_trace_need(model, batch, n)
     limit = budget().max_trace_bytes
     if need > limit:
         raise ValueError(
-            f"tracing {batch} input(s) of up to {n} tokens through {model.n_layers} layers needs "
+            f"tracing {batch} input(s) of {n} tokens through {model.n_layers} layers needs "
             f"{size(need)}; this server allows {size(limit)}: use fewer or shorter inputs "
-            f"(max_length)"
+            f"(max_length={longest_input(model, batch)} fits)"
+        )
+    flops, most = model_work(model, batch, n), budget().max_model_work
+    if flops > most:
+        raise ValueError(
+            f"tracing {batch} input(s) of {n} tokens through {model.n_layers} layers is "
+            f"{work(flops)} of work; this server allows {work(most)}: use a shorter input "
+            f"(max_length={longest_input(model, batch)} fits)"
+        )
+
+
+def rollout_bytes(n_layers: int, n_heads: int, n: int) -> int:
+    """Attention rollout of n tokens: every layer's [n, n] product in float64, two temporaries,
+    and one layer's weights of every head (a lean trace recomputes them)."""
+    return 8 * n * n * (n_layers + 2) + FLOAT * n_heads * n * n
+
+
+def check_rollout(n_layers: int, n_heads: int, n: int) -> None:
+    """Refuse a rollout over the trace budget, saying what it needs and what fits."""
+    need, limit = rollout_bytes(n_layers, n_heads, n), budget().max_trace_bytes
+    if need > limit:
+        fits = int((limit / (8 * (n_layers + 2) + FLOAT * n_heads)) ** 0.5)
+        raise ValueError(
+            f"rollout multiplies {n_layers} layers of {n:,} x {n:,} weights: {size(need)}; this "
+            f"server allows {size(limit)} (ATTNVIZ_MAX_TRACE_BYTES), enough for about {fits:,} "
+            f"tokens. The other views work at this length."
         )

@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from attnviz.engine.lean import MaskRule, lean_block, pooled_layer
+
 _MISSING = object()
 
 
@@ -63,10 +65,14 @@ class LayerTrace:
     | z       | [n_heads, n_q, d_head]   | per-head output, weights @ v                         |
     | output  | [n_q, d_model]           | the block's output after W_O, before the residual    |
     | x       | [n_q, d_model] or None   | the input the queries were projected from            |
+    | lse     | [n_heads, n_q] or None   | log-sum-exp of each row's masked logits (lean only)  |
 
     Reading a field gives a CPU float32 tensor. What is stored may live on another device or be
     float16 (`compact`), or be recomputed from the others on access: `stored(name)` returns it as
-    stored, `head(name, h)` converts one head only.
+    stored, `head(name, h)` converts one head only, `block(name, h, rows, cols)` a block of it.
+
+    A lean layer (long inputs, attnviz.engine.lean) stores no n x n tensor: `mask` is a MaskRule,
+    `lse` is kept, and scores and weights are recomputed exactly on access.
     """
 
     q: torch.Tensor = _Stored()
@@ -79,6 +85,44 @@ class LayerTrace:
     z: torch.Tensor = _Stored()
     output: torch.Tensor = _Stored()
     x: torch.Tensor | None = _Stored(default=None)
+    lse: torch.Tensor | None = _Stored(default=None)
+
+    @property
+    def lean(self) -> bool:
+        """Whether scores and weights are recomputed from q, k, the mask rule and lse."""
+        return isinstance(self.__dict__.get("_stored_mask"), MaskRule)
+
+    @property
+    def n_q(self) -> int:
+        return self.stored("q").shape[1]
+
+    @property
+    def n_k(self) -> int:
+        return self.stored("k").shape[1]
+
+    def block(
+        self,
+        name: str,
+        h: int,
+        rows: slice | torch.Tensor | None = None,
+        cols: slice | torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Head h's `scores`, `logits` (scores * scale, -inf where masked), `weights` or `mask`
+        on rows x cols (a slice, positions, or None for all), CPU float32 (mask: bool): a lean
+        layer recomputes only that block. [rows, cols]"""
+        if self.lean:
+            return lean_block(self, name, h, rows, cols)
+        rows = slice(None) if rows is None else rows
+        cols = slice(None) if cols is None else cols
+        if name == "mask":
+            mask = self.mask
+            full = torch.ones(self.n_q, self.n_k, dtype=torch.bool) if mask is None else mask
+            return full[rows][:, cols]
+        if name == "logits":
+            return self.head_logits(h)[rows][:, cols]
+        if name not in ("scores", "weights"):
+            raise ValueError(f"block name={name!r} must be scores, logits, weights or mask")
+        return self.head(name, h)[rows][:, cols]
 
     def _read(self, name: str, h: int | None = None) -> torch.Tensor | None:
         """Field `name` as stored, every head (h None) or head h; a field stored as a function
@@ -98,7 +142,7 @@ class LayerTrace:
         return to_view(self._read(name, h))
 
     def _masked(self, logits: torch.Tensor) -> torch.Tensor:
-        mask = self.mask  # [q, k], broadcasts over heads
+        mask = self.mask  # [q, k], broadcasts over heads (a lean layer's rule, materialised)
         return logits if mask is None else logits.masked_fill(~mask, float("-inf"))
 
     def head_logits(self, h: int) -> torch.Tensor:
@@ -195,6 +239,9 @@ def pooled_weights(trace: Trace, th: int, tw: int) -> torch.Tensor:
     GPU trace copies only the pooled mosaic). [layer, head, <=th, <=tw], CPU float32"""
     out = []
     for layer in trace.layers:
+        if layer.lean:  # one head and one band of rows at a time: never n x n for all heads
+            out.append(pooled_layer(layer, th, tw))
+            continue
         w = layer.stored("weights")  # [head, q, k] on its device
         n_q, n_k = w.shape[-2:]
         if n_q > th or n_k > tw:
@@ -221,6 +268,9 @@ def compact(trace: Trace, half: tuple[str, ...] = ()) -> Trace:
     the app keeps float32). Shares tensors with `trace`; treat both as read-only."""
     layers = []
     for layer in trace.layers:
+        if layer.lean:  # nothing n x n is stored: already compact
+            layers.append(layer)
+            continue
         stored = {f: layer.stored(f) for f in ("q", "k", "v", "scores", "mask", "weights", "z")}
         stored |= {"output": layer.stored("output"), "x": layer.stored("x")}
         new = LayerTrace(scale=layer.scale, **stored)

@@ -14,7 +14,7 @@ import numbers
 import re
 from collections.abc import Iterable
 
-from attnviz.engine.budget import budget, check_model_trace
+from attnviz.engine.budget import budget
 
 # Logits are divided by the temperature. Below 1e-3 the factor 1/temperature overflows float32 for
 # ordinary scores (1/1e-40 is inf, and inf * 0 is NaN); above 1e3 every row is uniform to float32
@@ -234,7 +234,7 @@ def model_inputs(
         if limit > most:
             raise ValueError(f"max_length={limit} is over this server's token limit {most} "
                              f"(ATTNVIZ_MAX_TOKENS): pick at most {most}")  # fmt: skip
-    check_model_trace(model, len(texts) if batch is None else batch, limit)
+    # The trace's bytes and work are checked once the input's real length is known (tracing).
     n_words, n_chars = 4 * (limit + 1), 64 * (limit + 1)
     texts = [cut_words(t, n_words, n_chars)[0] for t in texts]
     if pairs is not None:

@@ -165,3 +165,50 @@ def grouping_section(text: str) -> None:
         )
         with cols[g % len(cols)]:
             chart(fig, key=f"real_k_{g}")
+
+
+UPLOAD_TYPES = ("txt", "md")
+
+
+def document() -> str | None:
+    """A long document pasted or uploaded (.txt / .md) in place of the sidebar's sentence, or
+    None. Checked here: at most the server's max_text_chars characters, UTF-8; the text is only
+    ever tokenized and drawn escaped, never rendered as Markdown."""
+    from attnviz.engine.budget import budget
+
+    most = budget().max_text_chars
+    with st.expander(t("long.title"), expanded=bool(st.session_state.get("long_doc"))):
+        st.caption(t("long.help", chars=most))
+        upload = st.file_uploader(t("long.upload"), type=list(UPLOAD_TYPES), key="long_file")
+        pasted = st.text_area(t("long.paste"), key="long_doc", height=140, max_chars=most)
+    if upload is not None:
+        if upload.size > 4 * most:  # UTF-8: at most 4 bytes a character
+            st.warning(t("long.too_big", name=markup.escape(upload.name), chars=most))
+            return None
+        try:
+            text = upload.getvalue().decode("utf-8")
+        except UnicodeDecodeError:
+            st.warning(t("long.not_utf8", name=markup.escape(upload.name)))
+            return None
+        if len(text) > most:
+            st.warning(t("long.too_big", name=markup.escape(upload.name), chars=most))
+            return None
+        return text if text.strip() else None
+    return pasted if pasted and pasted.strip() else None
+
+
+def length_note(model, trace: Trace) -> None:
+    """How many tokens were traced, what this server's budget allows for this model, what was
+    cut and why, and (long inputs) how the trace is kept: never a silent cut."""
+    from attnviz.engine.budget import model_trace_bytes, size
+
+    n, total, limit = len(trace.tokens), trace.n_input_tokens, trace.meta.get("max_length", 0)
+    reason = t(f"long.reason.{trace.meta.get('limit_reason', 'model')}")
+    line = t("long.count", n=n, limit=limit, reason=reason)
+    if trace.truncated:
+        st.warning(line + " " + t("long.cut", total=total, cut=total - n, limit=limit))
+    else:
+        st.caption(line)
+    if trace.meta.get("lean"):
+        full = model_trace_bytes(model.n_layers, model.n_heads, model.d_head, 1, n)
+        st.caption(t("long.lean", kept=size(trace.nbytes()), full=size(full)))

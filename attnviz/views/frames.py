@@ -41,10 +41,13 @@ def head_stats_frame(trace: Trace) -> pd.DataFrame:
     if not any(trace.special.values()):
         del stats["special"]  # always 0 without [CLS] / [SEP] / [PAD]
     # Share of weight on each kind of special token ([CLS], [SEP]...), averaged over queries.
-    w = trace.weights()  # [layer, head, q, k]
+    # Only those key columns of each head (a lean trace recomputes just them).
     for name, positions in sorted(trace.special.items()):
         if name != "[PAD]" and positions:
-            stats[f"on {name}"] = w[..., positions].sum(-1).mean(-1)  # [layer, head]
+            stats[f"on {name}"] = torch.tensor([
+                [float(lt.block("weights", h, None, positions).sum(-1).mean())
+                 for h in range(lt.n_heads)] for lt in trace.layers
+            ])  # [layer, head]  # fmt: skip
     n_layers, n_heads = stats["entropy"].shape
     rows = []
     for layer in range(n_layers):

@@ -40,12 +40,12 @@ def mosaic(
     `focus` (a query position) draws only that token's row in each thumbnail, as bars over the keys.
     """
     n_layers, n_heads, n_q, n_k = weights.shape
-    flat = weights.reshape(n_layers * n_heads, 1, n_q, n_k).float()  # [L*H, 1, q, k]
     th, tw = _thumb_size(n_q, n_k, thumb)
-    if focus is not None:
+    if focus is not None:  # `weights` may be one row expanded to n_q (a lean trace's focus)
         return _focus_mosaic(
             weights, focus, th, tw, gap, shared_scale, gamma, selected, title, height, marked
         )
+    flat = weights.reshape(n_layers * n_heads, 1, n_q, n_k).float()  # [L*H, 1, q, k]
     # Long inputs are average-pooled down; short ones are blown up with nearest (crisp cells).
     if th >= n_q and tw >= n_k:
         pooled = flat.repeat_interleave(th // n_q, 2).repeat_interleave(tw // n_k, 3)[:, 0]
@@ -162,16 +162,18 @@ def weights_image(
     x_title: str = "key",
     y_title: str = "query",
     max_ticks: int = 32,
+    shape: tuple[int, int] | None = None,
 ) -> go.Figure:
     """One head's weights [q, k] as a 256-colour PNG, average-pooled to at most `side` pixels a side
     and coloured like the overview's thumbnails ((w/max)^gamma). A preview for long inputs: at
     512 tokens tens of kilobytes on the wire, where the same map as a heatmap of numbers is ~1.5 MB
     (and three of them were sent on every head change of the overview). The axes count token
-    positions: ticks name every k-th token, hover gives the positions under the pointer."""
-    w = matrix.detach().float().cpu()  # [q, k]
-    n_q, n_k = w.shape
+    positions: ticks name every k-th token, hover gives the positions under the pointer. `shape`:
+    the map's (n_q, n_k) when `matrix` is it already pooled to at most `side` (a lean trace)."""
+    w = matrix.detach().float().cpu()  # [q, k] or already pooled
+    n_q, n_k = shape if shape is not None else w.shape
     h_px, w_px = min(n_q, side), min(n_k, side)
-    if (h_px, w_px) != (n_q, n_k):
+    if (h_px, w_px) != tuple(w.shape):
         w = torch.nn.functional.adaptive_avg_pool2d(w[None, None], (h_px, w_px))[0, 0]
     img = coloured(w / w.amax().clamp_min(1e-12), gamma)  # [h_px, w_px, rgb]
     dx, dy = n_k / w_px, n_q / h_px  # tokens per pixel

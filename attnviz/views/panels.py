@@ -10,6 +10,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import torch
 
+from attnviz.engine.budget import check_rollout
+from attnviz.engine.lean import pooled_head
 from attnviz.engine.rollout import rollout
 from attnviz.engine.trace import Trace, pooled_weights
 from attnviz.views import charts, heatmaps, images
@@ -53,6 +55,21 @@ def heads_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
     lt = trace.layers[layer]
     off = silenced(trace)
     per_row = heads_per_row(trace, layer)
+    if lt.lean:  # a long input: each head as an image of its whole map, pooled
+        return [
+            images.weights_image(
+                head_map(trace, layer, h, HEAD_IMAGE_SIDE)[0],
+                trace.key_tokens,
+                trace.tokens,
+                shape=(lt.n_q, lt.n_k),
+                title=tr("pg.head_title", h=h) + (tr("ex.silenced") if (layer, h) in off else ""),
+                gamma=overview_gamma(trace, sel.scale),
+                height=560,
+                x_title=tr("w.key"),
+                y_title=tr("w.query"),
+            )
+            for h in range(lt.n_heads)
+        ]
     weights = [lt.head("weights", h) for h in range(lt.n_heads)]  # [q, k] each
     return [
         heatmaps.heatmap(
@@ -95,8 +112,9 @@ def overview_figure(trace: Trace, sel: Selection, width: int = MOSAIC_WIDTH) -> 
     rows_px = trace.n_layers * (thumb + 4) + 4
     cols_px = trace.n_heads * (thumb + 4) + 4
     zoom = min(3.0, width / cols_px, 820 / rows_px)
-    # Without a focus token only the pooled weights are needed (a GPU trace copies just those).
-    weights = trace.weights() if focus is not None else pooled_weights(trace, thumb, thumb)
+    # Without a focus token only the pooled weights are needed (a GPU trace copies just those);
+    # with one, only that row of each head (expanded, not copied, to the map's shape).
+    weights = focus_rows(trace, focus) if focus is not None else pooled_weights(trace, thumb, thumb)
     return images.mosaic(
         weights,
         thumb=thumb,
@@ -109,6 +127,29 @@ def overview_figure(trace: Trace, sel: Selection, width: int = MOSAIC_WIDTH) -> 
     )
 
 
+def focus_rows(trace: Trace, focus: int) -> torch.Tensor:
+    """Query `focus`'s weights in every head, as a [layer, head, n_q, n_k] view of one row (only
+    that row exists: a lean trace recomputes just it). Read only row `focus`."""
+    n_q = len(trace.tokens)
+    if not 0 <= focus < n_q:
+        raise ValueError(f"focus={focus} must be a query position 0..{n_q - 1}")
+    rows = torch.stack([
+        torch.stack([lt.block("weights", h, [focus])[0] for h in range(lt.n_heads)])
+        for lt in trace.layers
+    ])  # [layer, head, k]  # fmt: skip
+    return rows.unsqueeze(2).expand(-1, -1, n_q, -1)  # [layer, head, q, k] (a view)
+
+
+def head_map(trace: Trace, layer: int, head: int, side: int) -> tuple[torch.Tensor, tuple]:
+    """One head's weights for an image: the whole [q, k] map, or for a lean trace the map pooled
+    to at most side x side, a band of rows at a time; and the map's (n_q, n_k)."""
+    lt = trace.layers[layer]
+    if lt.lean:
+        return pooled_head(lt, head, side, side), (lt.n_q, lt.n_k)
+    w = lt.head("weights", head)  # [q, k]
+    return w, tuple(w.shape)
+
+
 HEAD_IMAGE_SIDE = 256  # pixels a side of the overview's chosen head on a long input
 
 
@@ -116,11 +157,12 @@ def head_image_figure(trace: Trace, sel: Selection, side: int = HEAD_IMAGE_SIDE)
     """The overview's chosen head on a long input: its weights as a compact image (see
     images.weights_image), coloured like the thumbnails above it. Head detail has the numbers."""
     tr, layer, head, n = sel.tr, sel.layer, sel.head, _n(trace)
-    w = trace.layers[layer].head("weights", head)  # [q, k] on the trace's device
+    w, shape = head_map(trace, layer, head, side)  # [q, k], or pooled for a lean trace
     return images.weights_image(
         w,
         trace.key_tokens,
         trace.tokens,
+        shape=shape,
         title=tr("ex.overview_head_title", l=layer, h=head),
         side=side,
         gamma=overview_gamma(trace, sel.scale),
@@ -145,12 +187,17 @@ def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
     lo, hi = sel.window or (0, n)
     # A window of positions lo..hi-1 on both axes (clipped to each side's length).
     qs, ks = slice(lo, min(hi, len(trace.tokens))), slice(lo, min(hi, len(trace.key_tokens)))
-    scores, logits = lt.head("scores", head), lt.head_logits(head)  # [q, k] each
+    # Only the window is computed (a lean trace recomputes just that block).
+    scores, logits = lt.block("scores", head, qs, ks), lt.block("logits", head, qs, ks)
     bound_scores = bound_logits = None
-    if shared:  # one colour range for every head of the layer
-        all_logits = lt.logits()  # [head, q, k]
+    if shared:  # one colour range for every head of the layer (in the window, for a lean one)
+        every = range(lt.n_heads)
+        all_logits = torch.stack([lt.block("logits", h, qs, ks) for h in every])  # [head, q, k]
+        all_scores = torch.stack([lt.block("scores", h, qs, ks) for h in every])  # [head, q, k]
+        if not lt.lean:
+            all_logits, all_scores = lt.logits(), lt.scores  # [head, q, k]
         finite = all_logits[torch.isfinite(all_logits)]
-        bound_scores = float(lt.scores.abs().max())
+        bound_scores = float(all_scores.abs().max())
         bound_logits = float(finite.abs().max()) if finite.numel() else None
     long = hi - lo > LONG
     # Short: three panels side by side. Long: the weights across the page, sized to n; the
@@ -165,10 +212,10 @@ def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
         # the query row and key column "open in Head detail" came from
         common.update(highlight_row=mark[0] - lo, highlight_col=mark[1] - lo)
     small = dict(common, height=side_h, auto_ticks=True)
-    weights = lt.head("weights", head)[qs, ks]  # [q, k] window
+    weights = lt.block("weights", head, qs, ks)  # [q, k] window
     return [
         heatmaps.heatmap(
-            scores[qs, ks],  # [q, k] window
+            scores,  # [q, k] window
             title=tr("w.scores"),
             value_name="q·k",
             signed=True,
@@ -177,7 +224,7 @@ def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
             **small,
         ),
         heatmaps.heatmap(
-            logits[qs, ks],  # [q, k] window
+            logits,  # [q, k] window
             title=tr("w.logits") + f" · × {lt.scale:.4g}",
             value_name="logit",
             signed=True,
@@ -201,6 +248,7 @@ def rollout_figures(trace: Trace, sel: Selection, residual: bool = True) -> list
     """rollout(trace) at one layer as a heatmap, and which input tokens feed the query as bars.
     Raises ValueError for a trace whose layers do not compose (cross-attention)."""
     tr, layer, query = sel.tr, sel.layer, sel.query
+    check_rollout(trace.n_layers, trace.n_heads, len(trace.tokens))  # long inputs: maybe not
     rolled = rollout(trace, residual=residual)  # [layer, q, k]
     n = len(trace.tokens)
     mode = sel.scale or default_scale(n)
@@ -242,7 +290,7 @@ def query_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
     dims = [str(i) for i in range(q.shape[0])]
     return [
         charts.bars(
-            lt.head("weights", head)[query],
+            lt.block("weights", head, [query])[0],  # [k]
             trace.key_tokens,
             title=tr("ex.query_bars", token=trace.tokens[query]),
             highlight=query if not trace.is_cross else None,
@@ -278,7 +326,10 @@ def query_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
 def link_figure(trace: Trace, sel: Selection) -> go.Figure:
     """The weight from one query token to one key token in every head (Link two tokens)."""
     tr, query, key = sel.tr, sel.query, sel.key
-    grid = trace.weights()[:, :, query, key]  # [layer, head]
+    grid = torch.stack([
+        torch.stack([lt.block("weights", h, [query], [key])[0, 0] for h in range(lt.n_heads)])
+        for lt in trace.layers
+    ])  # [layer, head]  # fmt: skip
     fig = heatmaps.heatmap(
         grid,
         [f"H{h}" for h in range(grid.shape[1])],

@@ -13,9 +13,10 @@ from typing import Any
 
 import torch
 from transformers import AttentionInterface
-from transformers.masking_utils import AttentionMaskInterface, eager_mask
+from transformers.masking_utils import AttentionMaskInterface, prepare_padding_mask, sdpa_mask
 
 from attnviz.engine.attention import attend
+from attnviz.engine.lean import MaskRule, attend_lean
 
 IMPL = "attnviz"  # never "eager" or "sdpa": the registry is process-wide
 
@@ -31,6 +32,9 @@ class Knobs:
     # The attention blocks (layer numbers as in `ablate`) whose keys `mask_tokens` hides; None: all.
     # An encoder-decoder hides source tokens: encoder self-attention and cross-attention only.
     hide_in: frozenset[int] | None = None
+    # Record a lean trace (attnviz.engine.lean): q, k, v, z, the mask rule and the log-sum-exp,
+    # the output computed blockwise; no n x n tensor. tracing decides, by bytes (budget.lean_trace).
+    lean: bool = False
 
     def heads_off(self, layer: int) -> list[int]:
         return sorted(h for (i, h) in self.ablate if i == layer)
@@ -47,11 +51,67 @@ class Recording:
     blocks: dict[int, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class DeferredMask:
+    """What attnviz's mask function gives the model instead of an n x n tensor: the arguments of
+    transformers' mask (its rule `mask_function`, the 2D padding mask, the lengths), made into a
+    bool tensor only where a full trace needs one, or read as a MaskRule by a lean one."""
+
+    args: dict[str, Any]
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        a = self.args
+        return (a["batch_size"], 1, a["q_length"], a["kv_length"])
+
+    def tensor(self) -> torch.Tensor | None:
+        """bool [batch, 1, q, k], True = may attend (transformers' own sdpa_mask)."""
+        return sdpa_mask(**self.args, allow_is_causal_skip=False)
+
+    def rule(self, causal: bool, window: int | None) -> MaskRule | None:
+        """The MaskRule (causal, window, padding) that equals this mask, or None when none of
+        that shape does; checked against transformers' mask function on sampled rows."""
+        a = self.args
+        n_q, n_k, b = a["q_length"], a["kv_length"], a["batch_size"]
+        padding = prepare_padding_mask(a.get("attention_mask"), n_k, a.get("kv_offset", 0))
+        keys = None if padding is None or bool(padding.all()) else padding.bool()  # [b, k]
+        rule = MaskRule(
+            n_q, n_k, causal, window, keys, a.get("q_offset", 0) - a.get("kv_offset", 0)
+        )
+        fn, dev = a["mask_function"], a.get("device", "cpu")
+        rows = torch.unique(torch.cat([torch.arange(min(n_q, 16)), torch.arange(n_q)[-16:],
+                                       torch.randint(n_q, (16,))]))  # fmt: skip
+        cols = torch.arange(n_k, device=dev)
+        for i in range(b):
+            try:
+                want = fn(torch.tensor(i), torch.tensor(0), rows.to(dev).view(-1, 1) + a.get(
+                    "q_offset", 0), cols.view(1, -1) + a.get("kv_offset", 0))  # fmt: skip
+            except Exception:  # a rule transformers can only vmap: not a MaskRule
+                return None
+            want = torch.as_tensor(want, device=dev).expand(len(rows), n_k)  # [r, k]
+            if padding is not None:
+                want = want & padding[i].to(dev).bool()
+            if not torch.equal(want.cpu(), rule.allowed(rows, cols.cpu(), i).cpu()):
+                return None
+        return rule
+
+
+def attnviz_mask(**kwargs: Any) -> DeferredMask:
+    """attnviz's mask function: defers the mask (DeferredMask) so that no n x n tensor is built
+    for a long input; the attention function makes it a tensor or a rule."""
+    kwargs.pop("allow_is_causal_skip", None)
+    kwargs.pop("dtype", None)
+    kwargs.pop("config", None)
+    return DeferredMask(kwargs)
+
+
 def _may_attend(
     attention_mask: torch.Tensor | None, mask_tokens: Sequence[int], n_k: int, device: torch.device
 ) -> torch.Tensor | None:
     """The bool "may attend" mask from transformers' mask (eager: 0 = attend, dtype min = not)."""
     mask = None
+    if isinstance(attention_mask, DeferredMask):
+        attention_mask = attention_mask.tensor()
     if attention_mask is not None:
         mask = attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0
     if mask_tokens:
@@ -92,12 +152,19 @@ def attnviz_attention(
     model_scale = query.shape[-1] ** -0.5 if scaling is None else scaling
     scale = (model_scale if knobs.use_scale else 1.0) / knobs.temperature
     hidden = knobs.mask_tokens if knobs.hide_in is None or block in knobs.hide_in else ()
+    if knobs.lean:
+        rule = _rule(module, attention_mask, hidden, query, key, kwargs.get("sliding_window"))
+        if rule is not None:
+            z, lse = attend_lean(query, key, value, rule, scale)  # [b, head, q, d], [b, head, q]
+            z = _silence(z, knobs.heads_off(block))
+            if attnviz_record is not None:
+                attnviz_record.layers[block] = {
+                    **dict(q=query, k=key, v=value, z=z, lse=lse, scale=scale, rule=rule)
+                }
+            return z.transpose(1, 2), None  # [batch, q, head, d_head]; no weights returned
     mask = _may_attend(attention_mask, hidden, key.shape[-2], key.device)
     out = attend(query, key, value, mask, scale)
-    z = out.z  # [batch, head, q, d_head]
-    off = knobs.heads_off(block)
-    if off:
-        z = z.index_fill(1, torch.tensor(off, device=z.device), 0.0)  # [batch, head, q, d_head]
+    z = _silence(out.z, knobs.heads_off(block))  # [batch, head, q, d_head]
     if attnviz_record is not None:
         attnviz_record.mask = mask
         attnviz_record.layers[block] = {
@@ -113,6 +180,39 @@ def attnviz_attention(
     return z.transpose(1, 2), out.weights  # [batch, q, head, d_head], [batch, head, q, k]
 
 
+def _silence(z: torch.Tensor, off: list[int]) -> torch.Tensor:
+    """z with the silenced heads zeroed before W_O. [batch, head, q, d_head]"""
+    if not off:
+        return z
+    return z.index_fill(1, torch.tensor(off, device=z.device), 0.0)
+
+
+def _rule(
+    module: torch.nn.Module,
+    attention_mask: object,
+    hidden: Sequence[int],
+    query: torch.Tensor,
+    key: torch.Tensor,
+    window: int | None,
+) -> MaskRule | None:
+    """The mask of this call as a MaskRule (hidden keys included), or None when it is not one."""
+    b, n_q, n_k = query.shape[0], query.shape[-2], key.shape[-2]
+    if attention_mask is None:
+        rule = MaskRule(n_q, n_k)
+    elif isinstance(attention_mask, DeferredMask):
+        rule = attention_mask.rule(bool(getattr(module, "is_causal", False)), window)
+        if rule is None:
+            return None
+    else:
+        return None
+    if hidden:
+        keys = torch.ones(b, n_k, dtype=torch.bool) if rule.keys is None else rule.keys.clone()
+        keys[:, list(hidden)] = False  # [b, k]
+        rule = MaskRule(rule.n_q, n_k, rule.causal, rule.window, keys, rule.q_offset)
+    return rule
+
+
 AttentionInterface.register(IMPL, attnviz_attention)
-# Without a mask function under the same name transformers builds no padding mask at all.
-AttentionMaskInterface.register(IMPL, eager_mask)
+# Without a mask function under the same name transformers builds no padding mask at all; ours
+# defers it (DeferredMask), so a long input never builds an n x n mask.
+AttentionMaskInterface.register(IMPL, attnviz_mask)

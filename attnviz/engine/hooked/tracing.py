@@ -9,10 +9,18 @@ import torch
 import torch.nn.functional as F
 
 from attnviz.engine import validate
-from attnviz.engine.budget import budget, model_trace_bytes
-from attnviz.engine.hooked.families import CROSS, DECODER, POST_LN, SPECIAL_ROLES
+from attnviz.engine.budget import (
+    budget,
+    check_model_trace,
+    lean_trace,
+    longest_input,
+    model_trace_bytes,
+)
+from attnviz.engine.hooked.encoding import _collate, _decoder_inputs, _encode, _special
+from attnviz.engine.hooked.families import CROSS, DECODER, POST_LN
 from attnviz.engine.hooked.intercept import Knobs, Recording
 from attnviz.engine.hooked.loading import LoadedModel
+from attnviz.engine.lean import lean_scores, lean_weights
 from attnviz.engine.trace import LayerTrace, Trace
 
 
@@ -59,37 +67,17 @@ def _checked(
             raise ValueError("text_pairs needs one non-empty second sentence per text")
     else:
         pairs = None
+    if max_length is None:  # the default: as many tokens as this server's budget lets it trace
+        limit = min(limit, longest_input(model, len(texts) if batch is None else batch))
     return _Call(texts, pairs, limit, use_scale, temperature, ablate, mask_tokens)
 
 
-def _encode(
-    model: LoadedModel, texts: list[str], pairs: list[str] | None, limit: int
-) -> tuple[dict[str, torch.Tensor], list[int]]:
-    """Tokenized batch (truncated to `limit`, padded) and each item's untruncated length."""
-    tok = model.call_tokenizer
-    with model.call_lock:
-        # One token past the limit tells "fits" from "was cut" in one pass in the common case.
-        enc = tok(
-            texts, pairs, truncation=True, max_length=limit + 1, padding=True, return_tensors="pt"
-        )
-        lengths = enc["attention_mask"].sum(-1).tolist()  # [batch]
-        if max(lengths) <= limit:
-            return dict(enc), lengths
-        enc = tok(
-            texts, pairs, truncation=True, max_length=limit, padding=True, return_tensors="pt"
-        )
-        full = tok(texts, pairs, verbose=False)["input_ids"]
-    return dict(enc), [len(ids) for ids in full]
-
-
-def _special(model: LoadedModel, ids: list[int], attention: list[int]) -> dict[str, list[int]]:
-    found = {}
-    for label, attr in SPECIAL_ROLES.items():
-        token_id = getattr(model.tokenizer, attr, None)
-        found[label] = [i for i, t in enumerate(ids) if token_id is not None and t == token_id]
-    # Padding is what the attention mask leaves out (a GPT-2 tokenizer pads with its end token).
-    found["[PAD]"] = [i for i, a in enumerate(attention) if not a]
-    return found
+def limit_reason(model: LoadedModel, limit: int) -> str:
+    """Why inputs stop at `limit` tokens: "model" (its context), "tokens" (ATTNVIZ_MAX_TOKENS) or
+    "budget" (the trace's bytes or work on this server)."""
+    if limit >= model.max_length:
+        return "model"
+    return "tokens" if limit >= budget().max_tokens else "budget"
 
 
 def trace_batch(
@@ -182,18 +170,6 @@ def trace_each(
     return out  # type: ignore[return-value]
 
 
-def _collate(model: LoadedModel, encs: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """Single encodings ([1, n_i] each) as one batch padded on the right, as the tokenizer pads."""
-    n = max(enc["input_ids"].shape[1] for enc in encs)
-    pad_id = model.call_tokenizer.pad_token_id
-    fill = {"input_ids": pad_id, "attention_mask": 0, "token_type_ids": 0}
-    out = {}
-    for name in encs[0]:
-        rows = [F.pad(e[name], (0, n - e[name].shape[1]), value=fill.get(name, 0)) for e in encs]
-        out[name] = torch.cat(rows)  # [batch, n]
-    return out
-
-
 def _run(
     model: LoadedModel,
     enc: dict[str, torch.Tensor],
@@ -205,6 +181,8 @@ def _run(
     """The forward and the traces of a tokenized batch. `trim`: each trace cut to its own tokens
     (right padding, no decoder), with tensors of its own."""
     n = enc["input_ids"].shape[1]
+    n_all = n + (0 if dec is None else dec["input_ids"].shape[1])
+    check_model_trace(model, len(n_input), n_all)  # the input's real length, not the limit
     masked = call.mask_tokens
     if masked and not masked[-1] < n:
         raise ValueError(f"mask_tokens={list(masked)} must be token positions 0..{n - 1}")
@@ -217,6 +195,7 @@ def _run(
         ablate=call.heads,
         mask_tokens=masked,
         hide_in=hide_in,
+        lean=lean_trace(model, len(n_input), n_all),
     )
     record = Recording(blocks={id(b.attention): i for i, b in enumerate(model.blocks)})
     dev = torch.device(model.device)
@@ -276,6 +255,8 @@ def _run(
         "ablate": sorted(call.heads),
         "mask_tokens": list(masked),
         "max_length": call.limit,
+        "lean": knobs.lean,
+        "limit_reason": limit_reason(model, call.limit),
         "model_type": model.model_type,
         "kind": model.kind,
         "embedding": "mean-pooled over the attention mask, not L2-normalised",
@@ -351,6 +332,29 @@ def _layer_traces(
         if block.part != part:
             continue
         rec = record.layers[i]
+        x = None
+        if model.model_type in POST_LN and out.hidden_states is not None:
+            x = own(out.hidden_states[block.layer][b, :n_q])  # [n_q, d_model]
+        common = dict(
+            q=own(rec["q"][b, :, :n_q]),  # [head, n_q, d_head]
+            k=own(rec["k"][b, :, :n_k]),  # [kv_head, n_k, d_head]
+            v=own(rec["v"][b, :, :n_k]),  # [kv_head, n_k, d_head]
+            scale=float(rec["scale"]),
+            z=own(rec["z"][b, :, :n_q]),  # [head, n_q, d_head]
+            output=own(outputs[i][b, :n_q]),  # [n_q, d_model]
+            x=x,
+        )
+        if "rule" in rec:  # lean: nothing n x n, weights recomputed on access
+            layers.append(
+                LayerTrace(
+                    scores=lean_scores,
+                    weights=lean_weights,
+                    mask=rec["rule"].item(b, n_q, n_k),
+                    lse=own(rec["lse"][b, :, :n_q]),  # [head, n_q]
+                    **common,
+                )
+            )
+            continue
         mask = torch.ones(n_q, n_k, dtype=torch.bool)  # [q, k]
         if rec["mask"] is not None:
             item = rec["mask"][min(b, rec["mask"].shape[0] - 1), 0]  # [q|1, k]
@@ -358,21 +362,12 @@ def _layer_traces(
         mask = next((m for m in masks if torch.equal(m, mask)), mask)
         if not any(m is mask for m in masks):
             masks.append(mask)
-        x = None
-        if model.model_type in POST_LN and out.hidden_states is not None:
-            x = own(out.hidden_states[block.layer][b, :n_q])  # [n_q, d_model]
         layers.append(
             LayerTrace(
-                q=own(rec["q"][b, :, :n_q]),  # [head, n_q, d_head]
-                k=own(rec["k"][b, :, :n_k]),  # [kv_head, n_k, d_head]
-                v=own(rec["v"][b, :, :n_k]),  # [kv_head, n_k, d_head]
                 scores=own(rec["scores"][b, :, :n_q, :n_k]),  # [head, n_q, n_k]
-                scale=float(rec["scale"]),
                 mask=mask,  # [n_q, n_k]
                 weights=own(rec["weights"][b, :, :n_q, :n_k]),  # [head, n_q, n_k]
-                z=own(rec["z"][b, :, :n_q]),  # [head, n_q, d_head]
-                output=own(outputs[i][b, :n_q]),  # [n_q, d_model]
-                x=x,
+                **common,
             )
         )
     return layers
@@ -392,19 +387,6 @@ def _w_o(block, z: torch.Tensor) -> torch.Tensor:
     no_bias = w_o.bias is None
     out = z_cat @ weight if no_bias else torch.addmm(w_o.bias, z_cat, weight)  # [batch * n, d]
     return out.view(b, n, -1)  # [batch, n, d_model]
-
-
-def _decoder_inputs(model: LoadedModel, targets: list[str], limit: int) -> dict[str, torch.Tensor]:
-    """What the decoder reads: its start token, then the target text's tokens (padded)."""
-    start = model.model.config.decoder_start_token_id
-    enc, _ = _encode(model, targets, None, limit - 1)
-    ids = enc["input_ids"]  # [batch, m]
-    first = torch.full((ids.shape[0], 1), start, dtype=ids.dtype)  # [batch, 1]
-    ones = torch.ones_like(first)  # [batch, 1]
-    return {
-        "input_ids": torch.cat([first, ids], 1),  # [batch, m + 1]
-        "attention_mask": torch.cat([ones, enc["attention_mask"]], 1),  # [batch, m + 1]
-    }
 
 
 def trace_model(

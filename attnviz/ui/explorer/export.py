@@ -16,6 +16,9 @@ from attnviz.views import export
 def export_json(trace: Trace) -> None:
     """The small JSON (sentence, knobs, weights at 3 decimals) and, only when asked, every tensor
     at float32 as .npz: both built on click, not on every rerun."""
+    if trace.meta.get("lean"):  # every head's n x n weights would be built for the file
+        st.caption(t("long.no_export"))
+        return
     sentence, second = text(), pair()
     stem = f"trace_{export.slug(trace.source)}_{len(trace.tokens)}tokens"
     # Streamlit keeps these callables with the session until its next run: a weak reference lets

@@ -5,8 +5,9 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
-from attnviz.engine.stats import mean_entropy, mean_max_weight
+from attnviz.engine.stats import layer_saturation, mean_entropy, mean_max_weight
 from attnviz.engine.trace import Trace
+from attnviz.serve.workers import per_trace
 from attnviz.ui.explorer.pickers import pick_focus, pick_layer, pick_scale, selection
 from attnviz.ui.language import t
 from attnviz.ui.widgets import chart, grid
@@ -15,13 +16,18 @@ from attnviz.views import charts, panels
 
 def saturation(trace: Trace, layer: int) -> None:
     """Two dials that move when scaling, temperature or d_k change."""
-    w = trace.layers[layer].weights  # [head, q, k]
-    n_k = w.shape[-1]
+    lt = trace.layers[layer]
+    n_k = lt.n_k
+    if lt.lean:  # a long input: summed a band of rows at a time, once per trace and layer
+        top, entropy = per_trace(trace, ("saturation", layer), lambda: layer_saturation(lt))
+    else:
+        w = lt.weights  # [head, q, k]
+        top, entropy = mean_max_weight(w), mean_entropy(w)
     c1, c2 = st.columns(2)
     with c1:
-        chart(charts.gauge(mean_max_weight(w), title=t("ex.gauge_max")), key="gauge_max")
+        chart(charts.gauge(top, title=t("ex.gauge_max")), key="gauge_max")
     with c2:
-        rel = mean_entropy(w) / max(torch.log(torch.tensor(float(n_k))).item(), 1e-9)
+        rel = entropy / max(torch.log(torch.tensor(float(n_k))).item(), 1e-9)
         chart(charts.gauge(rel, title=t("ex.gauge_entropy")), key="gauge_entropy")
     st.caption(t("ex.gauge_help", n=n_k, uniform=1 / n_k))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import streamlit as st
+import torch
 
 from attnviz.engine.trace import Trace
 from attnviz.ui import url
@@ -117,13 +118,25 @@ def lines_view(trace: Trace, head_default: int = 0) -> None:
         return
     lt = trace.layers[layer]
     focus = (focus_value[0], int(focus_value[1:])) if focus_value else None
+    weights, mask, q_tokens, k_tokens = (lt.weights, lt.mask, trace.tokens, trace.key_tokens)
+    if lt.lean:  # a long input: only the window's block of each head (positions from lo)
+        lo, hi = q_range or (0, len(trace.tokens))
+        klo, khi = k_range or (0, len(trace.key_tokens))
+        weights = torch.zeros(lt.n_heads, hi - lo, khi - klo)  # [head, q, k] the window
+        for h in heads:
+            weights[h] = lt.block("weights", h, slice(lo, hi), slice(klo, khi))
+        mask = lt.block("mask", 0, slice(lo, hi), slice(klo, khi))  # [q, k]
+        q_tokens, k_tokens = trace.tokens[lo:hi], trace.key_tokens[klo:khi]
+        q_range = k_range = None
+        if focus is not None:
+            focus = (focus[0], focus[1] - (lo if focus[0] == "q" else klo))
     fig = lines_figure(
-        lt.weights,  # [head, q, k]
-        trace.tokens,
-        trace.key_tokens,
+        weights,  # [head, q, k]
+        q_tokens,
+        k_tokens,
         heads,
         threshold=threshold,
-        mask=lt.mask,
+        mask=mask,
         focus=focus,
         q_range=q_range,
         k_range=k_range,

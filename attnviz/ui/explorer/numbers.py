@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.engine.trace import Trace
+from attnviz.serve.workers import per_trace
 from attnviz.ui.caching import trace_fragment
 from attnviz.ui.explorer.pickers import layer_and_head, pick_query, selection
 from attnviz.ui.language import localized, t
@@ -53,7 +54,8 @@ def outputs(trace: Trace) -> None:
 
 def stats(trace: Trace) -> None:
     """A sortable table of every head, with CSV download."""
-    heads = frames.head_stats_frame(trace)
+    # Once per trace: a long input's statistics recompute every head's weights, band by band.
+    heads = per_trace(trace, ("head stats",), lambda: frames.head_stats_frame(trace))
     st.caption(t("ex.stats_help"))
     shown = localized(heads)
     table(

@@ -130,14 +130,20 @@ def pick_scale(n: int, key: str = "wscale", short: str = "fixed") -> str:
     return mode or default
 
 
+MAX_WINDOW = 512  # positions a side of a window of numbers (about 1 MB of float32 on the wire)
+
+
 def pick_window(n: int, key: str = "window") -> tuple[int, int]:
     """Positions lo..hi-1 to show (end exclusive); the whole input for short ones."""
     if n <= LONG:
         return 0, n
     value = st.session_state.get(key)
     if not (isinstance(value, (tuple, list)) and len(value) == 2 and 0 <= value[0] < value[1] < n):
-        st.session_state[key] = (0, n - 1)
+        st.session_state[key] = (0, min(n - 1, MAX_WINDOW - 1))
     lo, hi = st.slider(t("lv.window"), 0, n - 1, key=key, help=t("lv.window_help"))
+    if hi + 1 - lo > MAX_WINDOW:  # a long input: numbers for at most 512 x 512 cells a change
+        st.caption(t("long.window_cut", most=MAX_WINDOW, lo=lo, hi=lo + MAX_WINDOW - 1))
+        return lo, lo + MAX_WINDOW
     return lo, hi + 1
 
 

@@ -1,0 +1,92 @@
+"""The views of a lean trace (long input) show the same numbers as a full trace of the same run:
+statistics, the overview with a focus token, one head's image, a Head detail window, one query's
+bars and the link grid; and rollout is refused with its size where the budget does not allow it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnviz.engine.stats import head_stats
+from attnviz.views import panels
+from attnviz.views.selection import Selection
+from tests.apphelpers import decode
+from tests.test_lean import _build, set_full_bytes, words
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """(lean trace, full trace) of one 300-token input through a tiny GQA Llama."""
+    from transformers import AutoTokenizer
+
+    from attnviz.engine.hooked import resolve, trace_model
+
+    tok = AutoTokenizer.from_pretrained(resolve(None)[0])
+    tok.model_max_length = 16_384
+    model, _ = _build("llama", tmp_path_factory.mktemp("views"), tok)
+    mp = pytest.MonkeyPatch()
+    set_full_bytes(mp, 1)
+    lean = trace_model(model, words(300), mask_tokens=[5])
+    set_full_bytes(mp, 2**40)
+    full = trace_model(model, words(300), mask_tokens=[5])
+    set_full_bytes(mp, None)
+    mp.undo()
+    assert lean.meta["lean"] and not full.meta["lean"]
+    return lean, full
+
+
+def test_head_statistics_of_a_lean_trace_equal_the_full_ones(pair) -> None:
+    lean, full = pair
+    got, want = head_stats(lean), head_stats(full)
+    assert set(got) == set(want)
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], atol=2e-5, rtol=1e-5, msg=name)
+
+
+def _data(fig) -> list:
+    return [decode(t) if isinstance(t, dict) else t for t in fig.to_plotly_json()["data"]]
+
+
+@pytest.mark.parametrize("focus", [None, 0, 150, 299])
+def test_overview_of_a_lean_trace_is_the_full_ones(pair, focus) -> None:
+    lean, full = pair
+    sel = Selection(focus=focus)
+    a, b = panels.overview_figure(lean, sel), panels.overview_figure(full, sel)
+    assert a.to_plotly_json()["data"][0]["source"] == b.to_plotly_json()["data"][0]["source"]
+
+
+def test_head_image_window_query_and_link_views_agree(pair) -> None:
+    lean, full = pair
+    sel = Selection(layer=1, head=3, query=200, key=5, window=(100, 164), shared=True)
+    a, b = panels.head_image_figure(lean, sel), panels.head_image_figure(full, sel)
+    assert a.to_plotly_json()["data"][0]["source"] == b.to_plotly_json()["data"][0]["source"]
+    for fa, fb in zip(
+        panels.detail_figures(lean, sel), panels.detail_figures(full, sel), strict=True
+    ):
+        za, zb = fa.data[0].z, fb.data[0].z
+        assert za.shape == zb.shape == (64, 64)
+        assert torch.allclose(torch.as_tensor(za), torch.as_tensor(zb), atol=1e-5, equal_nan=True)
+    bars_a, bars_b = panels.query_figures(lean, sel)[0], panels.query_figures(full, sel)[0]
+    assert torch.allclose(torch.as_tensor(bars_a.data[0].y), torch.as_tensor(bars_b.data[0].y))
+    link_a, link_b = panels.link_figure(lean, sel), panels.link_figure(full, sel)
+    assert torch.all(torch.as_tensor(link_a.data[0].z) == 0)  # key 5 is hidden in every head
+    assert torch.allclose(torch.as_tensor(link_a.data[0].z), torch.as_tensor(link_b.data[0].z))
+    heads = panels.heads_figures(lean, Selection(layer=0))
+    assert len(heads) == lean.n_heads and heads[0].data[0].type == "image"
+
+
+def test_rollout_is_refused_with_its_size_where_the_budget_does_not_allow_it(pair, monkeypatch):
+    lean, _ = pair
+    assert panels.rollout_figures(lean, Selection(query=3))  # 300 tokens: fits
+    monkeypatch.setenv("ATTNVIZ_MAX_TRACE_BYTES", str(2**20))
+    import attnviz.engine.budget as budget_module
+
+    budget_module.budget.cache_clear()
+    try:
+        with pytest.raises(
+            ValueError, match=r"rollout multiplies 2 layers of 302 x 302.*about 147 tokens"
+        ):
+            panels.rollout_figures(lean, Selection(query=3))
+    finally:
+        monkeypatch.delenv("ATTNVIZ_MAX_TRACE_BYTES")
+        budget_module.budget.cache_clear()
