@@ -14,6 +14,7 @@ from attnviz.engine.trace import LayerTrace, Trace
 
 if TYPE_CHECKING:
     from attnviz.engine.hooked import load_model, trace_model
+    from attnviz.engine.roles import head_roles
     from attnviz.views.notebook import show
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "LayerTrace",
     "rollout",
     "show",
+    "head_roles",
 ]
 
 
@@ -38,4 +40,9 @@ def __getattr__(name: str):
         from attnviz.views.notebook import show
 
         return show
+    if name == "head_roles":
+        # The head atlas: a DataFrame of every head's scores and role over many texts (pandas).
+        from attnviz.engine.roles import head_roles
+
+        return head_roles
     raise AttributeError(f"module 'attnviz' has no attribute {name!r}")
