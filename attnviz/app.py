@@ -15,6 +15,7 @@ explore = [
         default=True,
     ),
     st.Page("app_pages/bert.py", title=ui.t("nav.bert"), icon=":material/psychology:"),
+    st.Page("app_pages/atlas.py", title=ui.t("nav.atlas"), icon=":material/grid_view:"),
 ]
 # The classroom pages in teaching order (attnviz.lessons.path; the lesson ends on the BERT page).
 lesson = [

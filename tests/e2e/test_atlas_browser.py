@@ -1,0 +1,70 @@
+"""The Head atlas page in a real browser: the grid of every head drawn, a click on a square picks
+that head (into the URL), the example opens in the Pretrained model page's Head detail with the
+row outlined; both languages and projector mode, shot at 1920x1080 and 1280x800."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from tests.e2e.conftest import Page
+
+CHART = '[data-testid="stPlotlyChart"]'
+POINTS = f"{CHART} .scatterlayer .trace .points path"
+
+
+def _atlas(page: Page, query: str = "") -> Page:
+    page.open(f"atlas{query}")
+    # The bundled model loads in the background on a fresh server, then the page reruns.
+    page.wait_count(CHART, 2, timeout=180, at_least=True)
+    page.settle()
+    page.wait_count(POINTS, 72, timeout=30, at_least=True)
+    return page
+
+
+def test_grid_click_picks_a_head_and_opens_head_detail(page) -> None:
+    _atlas(page, "?at_head=2")
+    # 6 layers x 12 heads, one square each, plus the outline of the chosen head.
+    assert page.count(POINTS) == 72 + 1
+    # Layer 0 head 2 of all-MiniLM-L6-v2 follows the previous token (README, Head atlas).
+    assert "Layer 0, head 2: previous token" in page.page.inner_text("body")
+    page.shot("atlas-previous-token")
+    # A click on a square of the grid picks that head.
+    square = page.page.locator(POINTS).nth(5)
+    square.click(force=True)
+    page.settle()
+    time.sleep(1)
+    page.settle()
+    picked = re.search(r"Layer (\d), head (\d+):", page.page.inner_text("body"))
+    assert picked and (picked.group(1), picked.group(2)) != ("0", "2"), picked
+    assert f"at_layer={picked.group(1)}" in page.page.url or picked.group(1) == "0"
+    assert f"at_head={picked.group(2)}" in page.page.url
+    # The example row opens in Head detail on the model page, with its cell outlined.
+    page.page.get_by_text("Open this row in Head detail").click()
+    page.wait_count(CHART, 1, timeout=120, at_least=True)
+    page.settle()
+    assert "/bert" in page.page.url and "mark=" in page.page.url and "view=detail" in page.page.url
+    page.shot("atlas-opened-in-head-detail")
+
+
+@pytest.mark.parametrize("size", [(1920, 1080), (1280, 800)])
+@pytest.mark.parametrize(
+    "query,expect",
+    [
+        ("?at_layer=1&at_head=11", "Layer 1, head 11: first token"),
+        ("?lang=zh&at_layer=0&at_head=2", "第 0 层, 第 2 个头: 前一个词元"),
+        ("?projector=true&at_layer=0&at_head=2", "Layer 0, head 2: previous token"),
+    ],
+    ids=["en", "zh", "projector"],
+)
+def test_atlas_screens(browser, server, size, query, expect) -> None:
+    page = Page(browser, server, *size)
+    try:
+        _atlas(page, query)
+        assert expect in page.page.inner_text("body")
+        name = {"?at": "en", "?la": "zh", "?pr": "projector"}[query[:3]]
+        page.shot(f"atlas-{name}")
+    finally:
+        page.close()
