@@ -150,7 +150,7 @@ class _Pool:
 
 
 def _layer_scores(
-    pool: _Pool, layer: LayerTrace, trace: Trace, text: int, cross: bool, pairs: list
+    pool: _Pool, layer: LayerTrace, text: int, cross: bool, pairs: list, keysets: dict
 ) -> None:
     """Add one block's rows of one text to its pool."""
     w = layer.stored("weights").float()  # [head, q, k] where the trace lives
@@ -177,7 +177,7 @@ def _layer_scores(
     entropy = torch.special.entr(w[:, wide.to(dev)]).sum(-1)  # [head, r] nats
     entropy = entropy / seen[wide].to(dev, w.dtype).log()
     pool.add("entropy", entropy, wide, w[:, wide.to(dev)].argmax(-1), text)
-    for name, positions in (("special", _specials(trace, n_k)), ("punctuation", _puncts(trace))):
+    for name, positions in keysets.items():
         on = torch.tensor(positions, dtype=torch.long, device=dev)  # [p]
         part = w[..., on]  # [head, q, p]
         keys = on[part.argmax(-1)] if len(positions) else torch.zeros(w.shape[:2], dtype=torch.long)
@@ -221,9 +221,11 @@ def roles_from_traces(
         for sub in _parts(trace):
             part, cross = _part_name(sub), sub.is_cross
             pairs = [] if cross else repeats(sub.tokens)
+            n_k = len(sub.key_tokens)
+            keysets = {"special": _specials(sub, n_k), "punctuation": _puncts(sub)}
             for li, layer in enumerate(sub.layers):
                 pool = pools.setdefault((part, li), _Pool(layer.n_heads))
-                _layer_scores(pool, layer, sub, t, cross, pairs)
+                _layer_scores(pool, layer, t, cross, pairs, keysets)
         if progress is not None:
             progress(t + 1, total if total is not None else t + 1)
     return _frame(pools)
@@ -289,6 +291,8 @@ def _tracer(model: object) -> Callable[[Sequence[str]], Iterable[Trace]]:
     if type(model).__name__ == "LoadedModel":
         from attnviz.engine.hooked import trace_model
 
+        # One forward a text: batching the probe set (trace_each) padded the short sentences to
+        # the passage's length and was no faster (bench/atlas.py).
         return lambda texts: (trace_model(model, text) for text in texts)
     if callable(model):
         return lambda texts: (_checked_trace(model(text)) for text in texts)

@@ -178,7 +178,6 @@ def grid(rows: pd.DataFrame, part: str, chosen: tuple[int, int]) -> None:
     chart(
         fig,
         key="at_grid",
-        width="content",
         name=f"atlas_{part}",
         on_select=_pick_from_grid,
         selection_mode="points",

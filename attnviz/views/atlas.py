@@ -40,11 +40,12 @@ def grid(
 ) -> go.Figure:
     """The layer x head grid of one part: a square per head in its role's colour with the role's
     short name inside, every score on hover, one legend entry per role present. Points carry
-    (layer, head) as customdata, so a click on one picks that head. The figure has a fixed width
-    (a cell per head) so squares never overlap, projector mode's bigger markers included."""
+    (layer, head) as customdata, so a click on one picks that head. The squares are shapes in
+    data coordinates, so they keep their gaps at any width (projector mode, 1280 px); the
+    clickable marker sits at each square's centre, in the same colour."""
     n_layers, n_heads = int(frame.layer.max()) + 1, int(frame["head"].max()) + 1
-    cell = max(20, min(64, 1100 // n_heads))  # px per head
-    size = round(cell * 0.68)  # projector mode grows markers 1.4x: still inside the cell
+    cell = max(16, min(64, 860 // n_heads))  # px per head at a typical page width
+    size = max(8, min(20, round(cell * 0.4)))  # the marker, inside its square at any width
     short_label = short_label or (lambda role: role_label(role)[:5])
     fig = go.Figure()
     for role, colour in ROLE_COLOURS.items():
@@ -62,7 +63,7 @@ def grid(
             go.Scatter(
                 x=rows["head"].tolist(),
                 y=rows["layer"].tolist(),
-                mode="markers+text" if size >= 30 else "markers",
+                mode="markers+text" if cell >= 40 else "markers",
                 name=role_label(role),
                 marker=dict(symbol="square", size=size, color=colour, line=dict(width=0)),
                 text=[short_label(role)] * len(rows),
@@ -72,21 +73,20 @@ def grid(
                 hoverinfo="text",
             )
         )
+    half = 0.44  # a square's half side, in cells
+    for r in frame.itertuples():
+        fig.add_shape(
+            type="rect", x0=r.head - half, x1=r.head + half, y0=r.layer - half,
+            y1=r.layer + half, fillcolor=ROLE_COLOURS[r.role], line=dict(width=0), layer="below",
+        )  # fmt: skip
     if chosen is not None:
-        fig.add_trace(
-            go.Scatter(
-                x=[chosen[1]],
-                y=[chosen[0]],
-                mode="markers",
-                marker=dict(symbol="square-open", size=size + 8, color="black", line=dict(width=3)),
-                showlegend=False,
-                hoverinfo="skip",
-            )
-        )
+        fig.add_shape(
+            type="rect", x0=chosen[1] - 0.5, x1=chosen[1] + 0.5, y0=chosen[0] - 0.5,
+            y1=chosen[0] + 0.5, line=dict(color="black", width=3), fillcolor="rgba(0,0,0,0)",
+        )  # fmt: skip
     fig.update_layout(
         title=dict(text=title, font=dict(size=15)),
         font=FONT,
-        width=110 + cell * n_heads,
         height=170 + cell * n_layers,
         margin=dict(l=60, r=20, t=50, b=50),
         plot_bgcolor="white",

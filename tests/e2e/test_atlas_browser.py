@@ -26,8 +26,8 @@ def _atlas(page: Page, query: str = "") -> Page:
 
 def test_grid_click_picks_a_head_and_opens_head_detail(page) -> None:
     _atlas(page, "?at_head=2")
-    # 6 layers x 12 heads, one square each, plus the outline of the chosen head.
-    assert page.count(POINTS) == 72 + 1
+    # 6 layers x 12 heads, one clickable square each.
+    assert page.count(POINTS) == 72
     # Layer 0 head 2 of all-MiniLM-L6-v2 follows the previous token (README, Head atlas).
     assert "Layer 0, head 2: previous token" in page.page.inner_text("body")
     page.shot("atlas-previous-token")
