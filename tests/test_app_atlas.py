@@ -75,3 +75,14 @@ def test_own_texts_are_measured_and_never_markup():
     assert any("12 texts measured (1 of them yours)" in c.value for c in at.caption)
     for element in (*at.markdown, *at.caption):
         assert "<script>" not in element.value
+
+
+def test_qk_map_on_request():
+    at = app(PAGE, {"at_layer": "0", "at_head": "2", "at_qk": "true", "at_qk_colour": "kind"})
+    assert not at.exception, at.exception
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(charts) == 3  # grid, example, Q/K map
+    qk = charts[2]
+    names = {trace["name"] for trace in qk["data"]}
+    assert "query · word" in names and "key · special" in names
+    assert any("Q/K map" in s.value for s in at.subheader)

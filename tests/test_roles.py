@@ -312,3 +312,47 @@ def test_induction_needs_the_previous_token_head():
     frame = roles.head_roles(HandBuilt(prev_writes=False), hand_texts())
     induction = frame.set_index(["layer", "head"]).loc[(1, 0)]
     assert induction.role != "induction" and induction.induction < 0.2
+
+
+# ---- the Q/K map ------------------------------------------------------------------------------
+
+
+def test_qk_map_distance_tracks_the_dot_product():
+    """On the hand-built previous-token head, query i and key i-1 have the largest q·k; in the
+    joint embedding (every component kept) that key is the query's nearest, in every text."""
+    model = HandBuilt()
+    texts = hand_texts()[:3]
+    traces = [model(text) for text in texts]
+    n_q = sum(len(tr.tokens) for tr in traces)
+    points = roles.qk_map(traces, 0, 0, dims=64)
+    assert len(points) == 2 * n_q and set(points.kind) == {"query", "key"}
+    coords = torch.tensor(points[["x", "y", *[c for c in points if c.startswith("pc")]]].values)
+    queries, keys = points.kind == "query", points.kind == "key"
+    for t in range(len(texts)):
+        q = coords[torch.tensor((queries & (points.text == t)).values)]  # [n, d]
+        k = coords[torch.tensor((keys & (points.text == t)).values)]  # [n, d]
+        nearest = torch.cdist(q, k)[1:].argmin(-1)  # rows i >= 1
+        assert nearest.tolist() == list(range(len(q) - 1))
+
+
+def test_qk_map_uses_what_the_softmax_saw(tmp_path, tokenizer):
+    """A Llama with GQA and RoPE: the q and k the map reads (after RoPE, the head's K/V group)
+    give back the traced weights through softmax(q·k·scale, masked)."""
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=30522, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+    )  # fmt: skip
+    AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    model = load_model(str(tmp_path), device="cpu")
+    from attnviz.engine.hooked import trace_model
+
+    trace = trace_model(model, TEXTS[1])
+    layer = trace.layers[0]
+    for head in range(4):
+        q, k = layer.head("q", head), layer.head("k", head // 2)  # [n, d] each
+        logits = (q @ k.T * layer.scale).masked_fill(~layer.mask, float("-inf"))
+        assert torch.allclose(torch.softmax(logits, -1), layer.head("weights", head), atol=1e-5)
+    points = roles.qk_map([trace], 0, 3)
+    assert len(points) == 2 * len(trace.tokens) and points[["x", "y"]].notna().all().all()

@@ -38,5 +38,6 @@ layer, head = atlas.pick_head(rows)
 atlas.grid(rows, part, (layer, head))
 row = rows[(rows.layer == layer) & (rows["head"] == head)].iloc[0]
 atlas.head_card(model, model_key, texts, row, part)
+atlas.qk_map(model, model_key, texts, part, layer, head)
 atlas.head_table(rows)
 atlas.how_to_read()

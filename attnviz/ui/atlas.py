@@ -210,7 +210,14 @@ def head_card(model, model_key: tuple, texts: list[str], row: pd.Series, part: s
         w=weights[k],
     )
     chart(figures.example_bars(weights, trace.key_tokens, i, k, title), key="at_example")
-    params = {"text": text, "view": "detail", "layer": layer, "head": head, "mark": f"{i},{k}"}
+    detail_link(model, text, part, layer, head, (i, k))
+
+
+def detail_link(model, text: str, part: str, layer: int, head: int, mark: tuple[int, int]):
+    """A link that opens the Pretrained model page on `text`, Head detail of this head, with the
+    (query, key) cell outlined."""
+    params = {"text": text, "view": "detail", "layer": layer, "head": head}
+    params["mark"] = f"{mark[0]},{mark[1]}"
     if model.name != DEFAULT_NAME:
         params["model"] = model.name
     if part != "encoder":
@@ -245,3 +252,87 @@ def how_to_read() -> None:
         st.markdown(
             t("at.read_body", thresholds=thresholds, broad=roles.THRESHOLDS["broad"]),
         )
+
+
+def _pick_point() -> None:
+    """A click on the Q/K map: remember (text, position, trace number) of the point."""
+    event = st.session_state.get("at_qk_chart")
+    points = (event or {}).get("selection", {}).get("points", []) if event else []
+    for point in points:
+        data = point.get("customdata")
+        if data and len(data) == 2:
+            picked = (int(data[0]), int(data[1]), point.get("curve_number"))
+            st.session_state["_at_qk_point"] = picked
+            return
+
+
+def _token_kind(token: str, position: int, special: set[int]) -> str:
+    if position in special:
+        return "special"
+    return "punctuation" if roles.is_punctuation(token) else "word"
+
+
+def qk_map(model, model_key: tuple, texts: list[str], part: str, layer: int, head: int) -> None:
+    """The Q/K map of the head (AttentionViz's joint embedding), on request: every query and key
+    of the measured texts in one plane; a click on a point opens its row in Head detail."""
+    st.subheader(t("at.qk_title"))
+    if not st.toggle(t("at.qk_show"), help=t("at.qk_help"), **url.bound("at_qk")):
+        return
+    url.seed("at_qk_colour", ["position", "kind"], url.default("at_qk_colour"))
+    colour = st.segmented_control(
+        t("at.qk_colour"),
+        ["position", "kind"],
+        format_func=lambda c: t(f"at.qk_colour.{c}"),
+        key="at_qk_colour",
+    )
+    url.sync("at_qk_colour", url.default("at_qk_colour"))
+    bar = st.progress(0.0, text=t("at.qk_tracing", done=0, total=len(texts)))
+    traces = []
+    for n, text in enumerate(texts, 1):
+        traces.append(model_trace(model, model_key, text, None).part(part))
+        bar.progress(n / len(texts), text=t("at.qk_tracing", done=n, total=len(texts)))
+    bar.empty()
+    points = roles.qk_map(traces, layer, head)
+    kinds = []
+    for ti, pos, tok in zip(points.text, points.position, points.token, strict=True):
+        trace = traces[ti]
+        special = {p for label in ("[CLS]", "[SEP]") for p in trace.special.get(label, ())}
+        kinds.append(_token_kind(tok, pos, special))
+    points["token_kind"] = kinds
+    labels = {k: t(f"at.qk.{k}") for k in ("query", "key", "word", "punctuation", "special")}
+    fig = figures.qk_scatter(
+        points, colour or "position", labels, t("at.qk_plot", layer=layer, head=head)
+    )
+    chart(
+        fig,
+        key="at_qk_chart",
+        name=f"qk_L{layer}_H{head}",
+        on_select=_pick_point,
+        selection_mode="points",
+    )
+    st.caption(t("at.qk_caption"))
+    picked = st.session_state.get("_at_qk_point")
+    if not picked or picked[0] >= len(traces):
+        return
+    ti, pos = picked[0], picked[1]
+    trace = traces[ti]
+    w = trace.layers[layer].head("weights", head)  # [n_q, n_k]
+    curve = picked[2] if isinstance(picked[2], int) and picked[2] < len(fig.data) else None
+    is_key = curve is not None and fig.data[curve].name.startswith(labels["key"])
+    if is_key and pos < w.shape[1]:
+        mark = (int(w[:, pos].argmax()), pos)
+    elif pos < w.shape[0]:
+        mark = (pos, int(w[pos].argmax()))
+    else:
+        return
+    who = labels["key"] if is_key else labels["query"]
+    st.markdown(
+        t(
+            "at.qk_picked",
+            who=who,
+            pos=pos,
+            token=markup.escape(trace.tokens[mark[0]] if not is_key else trace.key_tokens[pos]),
+            text=ti,
+        )
+    )
+    detail_link(model, texts[ti], part, layer, head, mark)

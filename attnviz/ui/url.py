@@ -95,6 +95,9 @@ TABLE = (
         doc="an encoder-decoder's attention to show"),
     Key("at_layer", ("atlas",), "int", 0, "value", lo=0, doc="the head shown: its layer"),
     Key("at_head", ("atlas",), "int", 0, "value", lo=0, doc="the head shown: its head"),
+    Key("at_qk", ("atlas",), "bool", False, doc="the head's Q/K map shown"),
+    Key("at_qk_colour", ("atlas",), "choice", "position", "value", ("position", "kind"),
+        doc="the Q/K map's colours: by position or by kind of token"),
     # the explorer's views (Playground and Pretrained model)
     Key("view", EXPLORER, "choice", _view_default, "value", VIEWS,
         doc="the view (default: heads on the Playground, overview on the model page)"),

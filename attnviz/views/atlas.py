@@ -138,3 +138,63 @@ def example_bars(
         ),
     )
     return fig
+
+
+def qk_scatter(
+    points: pd.DataFrame, colour_by: str, labels: dict[str, str], title: str
+) -> go.Figure:
+    """The Q/K map: queries as dots, keys as open diamonds, coloured by position (a colour bar)
+    or by the kind of token (`points.token_kind`); each point carries (text, position) so a click
+    can open its row. `labels`: "query", "key" and each token kind, in the page's language."""
+    fig = go.Figure()
+    for kind, symbol in (("query", "circle"), ("key", "diamond-open")):
+        part = points[points.kind == kind]
+        hover = [
+            f"{labels[kind]} {p}: {tok} (#{t})"
+            for p, tok, t in zip(part.position, escape(part.token.tolist()), part.text, strict=True)
+        ]
+        common = dict(
+            mode="markers",
+            hovertext=hover,
+            hoverinfo="text",
+            customdata=part[["text", "position"]].to_numpy().tolist(),
+        )
+        if colour_by == "position":
+            fig.add_trace(
+                go.Scatter(
+                    x=part.x.tolist(), y=part.y.tolist(), name=labels[kind],
+                    marker=dict(
+                        symbol=symbol, size=8, color=part.position.tolist(),
+                        colorscale="Viridis", showscale=kind == "query",
+                        colorbar=dict(title="pos", x=1.02),
+                    ),
+                    **common,
+                )
+            )  # fmt: skip
+            continue
+        for j, token_kind in enumerate(("word", "punctuation", "special")):
+            sub = part.token_kind == token_kind
+            if not sub.any():
+                continue
+            fig.add_trace(
+                go.Scatter(
+                    x=part.x[sub].tolist(), y=part.y[sub].tolist(),
+                    name=f"{labels[kind]} · {labels[token_kind]}",
+                    marker=dict(symbol=symbol, size=8, color=PALETTE[j]),
+                    **{**common, "hovertext": [h for h, s in zip(hover, sub, strict=True) if s],
+                       "customdata": [c for c, s in zip(common["customdata"], sub, strict=True)
+                                      if s]},
+                )
+            )  # fmt: skip
+    fig.update_layout(
+        title=dict(text=title, font=dict(size=14)),
+        font=FONT,
+        height=520,
+        margin=dict(l=40, r=20, t=50, b=40),
+        plot_bgcolor="white",
+        legend=dict(orientation="h", y=-0.08),
+        clickmode="event+select",
+    )
+    fig.update_xaxes(showticklabels=False, zeroline=False, gridcolor="#f0f0f0")
+    fig.update_yaxes(showticklabels=False, zeroline=False, gridcolor="#f0f0f0", scaleanchor="x")
+    return fig
