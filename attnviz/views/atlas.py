@@ -37,6 +37,7 @@ def grid(
     title: str,
     chosen: tuple[int, int] | None = None,
     short_label: Callable[[str], str] | None = None,
+    axes: tuple[str, str] = ("layer", "head"),
 ) -> go.Figure:
     """The layer x head grid of one part: a square per head in its role's colour with the role's
     short name inside, every score on hover, one legend entry per role present. Points carry
@@ -95,11 +96,11 @@ def grid(
         dragmode=False,
     )
     fig.update_xaxes(
-        title="head", tickmode="array", tickvals=list(range(n_heads)),
+        title=axes[1], tickmode="array", tickvals=list(range(n_heads)),
         range=[-0.6, n_heads - 0.4], showgrid=False, zeroline=False, fixedrange=True,
     )  # fmt: skip
     fig.update_yaxes(
-        title="layer", tickmode="array", tickvals=list(range(n_layers)),
+        title=axes[0], tickmode="array", tickvals=list(range(n_layers)),
         range=[n_layers - 0.5, -0.5], showgrid=False, zeroline=False, fixedrange=True,
     )  # fmt: skip
     return fig

@@ -68,3 +68,19 @@ def test_atlas_screens(browser, server, size, query, expect) -> None:
         page.shot(f"atlas-{name}")
     finally:
         page.close()
+
+
+def test_qk_map_point_opens_its_row(big_page) -> None:
+    _atlas(big_page, "?at_head=2&at_qk=true&at_qk_colour=kind")
+    big_page.wait_count(CHART, 3, timeout=120, at_least=True)
+    big_page.settle()
+    assert "Q/K map of this head" in big_page.page.inner_text("body")
+    big_page.shot("atlas-qk-map")
+    qk_points = big_page.page.locator(CHART).nth(2).locator(".scatterlayer .trace .points path")
+    assert qk_points.count() > 100  # every query and key of the probe set
+    qk_points.nth(10).click(force=True)
+    big_page.settle()
+    time.sleep(1)
+    big_page.settle()
+    assert "Picked:" in big_page.page.inner_text("body")
+    assert big_page.page.get_by_text("Open this row in Head detail").count() == 2
