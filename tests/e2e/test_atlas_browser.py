@@ -84,3 +84,37 @@ def test_qk_map_point_opens_its_row(big_page) -> None:
     big_page.settle()
     assert "Picked:" in big_page.page.inner_text("body")
     assert big_page.page.get_by_text("Open this row in Head detail").count() == 2
+
+
+def test_stop_button_stops_measuring_and_measure_again_finishes(page) -> None:
+    import random
+    from urllib.parse import quote
+
+    rng = random.Random()  # texts this server has not measured yet: not in its atlas cache
+    words = [
+        "cat",
+        "dog",
+        "sun",
+        "moon",
+        "tree",
+        "river",
+        "stone",
+        "cloud",
+        "bird",
+        "fish",
+        "road",
+        "house",
+    ]
+    lines = [" ".join(rng.choice(words) for _ in range(14)) for _ in range(50)]
+    page.page.goto(f"{page.url}/atlas?at_texts={quote(chr(10).join(lines))}")
+    stop = page.page.get_by_role("button", name="Stop")
+    stop.wait_for(timeout=180_000)
+    stop.click()
+    page.settle()
+    body = page.page.inner_text("body")
+    assert "Measuring was stopped" in body, body[:2000]
+    assert page.count(CHART) == 0
+    page.page.get_by_role("button", name="Measure again").click()
+    page.wait_count(CHART, 2, timeout=180, at_least=True)
+    page.settle()
+    assert "61 texts measured (50 of them yours)" in page.page.inner_text("body")
