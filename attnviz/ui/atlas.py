@@ -174,7 +174,9 @@ def pick_head(rows: pd.DataFrame) -> tuple[int, int]:
 
 def grid(rows: pd.DataFrame, part: str, chosen: tuple[int, int]) -> None:
     title = t("at.grid_title", part=t(f"pm.part.{part}"))
-    fig = figures.grid(rows, role_label, score_label, title, chosen, lambda r: t(f"at.short.{r}"))
+    short = lambda role: t(f"at.short.{role}")  # noqa: E731
+    axes = (t("at.layer"), t("at.head"))
+    fig = figures.grid(rows, role_label, score_label, title, chosen, short, axes)
     chart(
         fig,
         key="at_grid",
