@@ -86,3 +86,31 @@ def test_qk_map_on_request():
     names = {trace["name"] for trace in qk["data"]}
     assert "query · word" in names and "key · special" in names
     assert any("Q/K map" in s.value for s in at.subheader)
+
+
+def test_encoder_decoder_gets_a_grid_per_part(tmp_path):
+    """A tiny random BART from a folder: the page offers its three attentions; the cross part's
+    grid and its link into Head detail carry the part."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, BartConfig
+
+    from attnviz.engine.hooked import resolve
+
+    torch.manual_seed(0)
+    config = BartConfig(
+        vocab_size=30522, d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, max_position_embeddings=600,
+    )  # fmt: skip
+    AutoModelForSeq2SeqLM.from_config(config).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(resolve(None)[0]).save_pretrained(tmp_path)
+    at = app(PAGE, {"at_model": str(tmp_path), "at_part": "cross", "at_layer": "1"})
+    assert not at.exception, at.exception
+    grid = _grid(at)
+    heads = sorted(
+        tuple(p) for tr in grid["data"] if tr.get("customdata") for p in tr["customdata"]
+    )
+    assert heads == [(la, h) for la in range(2) for h in range(4)]
+    assert "Cross" in grid["layout"]["title"]["text"] or "cross" in grid["layout"]["title"]["text"]
+    q = _link(at)["query"]
+    assert q["b_part"] == ["cross"] and q["model"] == [str(tmp_path)] and q["layer"] == ["1"]
