@@ -15,6 +15,7 @@ from attnviz.engine.trace import LayerTrace, Trace
 if TYPE_CHECKING:
     from attnviz.engine.generate import generate
     from attnviz.engine.hooked import load_model, trace_model
+    from attnviz.engine.roles import head_roles
     from attnviz.views.notebook import show
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "rollout",
     "show",
     "generate",
+    "head_roles",
 ]
 
 
@@ -44,4 +46,9 @@ def __getattr__(name: str):
         from attnviz.views.notebook import show
 
         return show
+    if name == "head_roles":
+        # The head atlas: a DataFrame of every head's scores and role over many texts (pandas).
+        from attnviz.engine.roles import head_roles
+
+        return head_roles
     raise AttributeError(f"module 'attnviz' has no attribute {name!r}")

@@ -16,6 +16,7 @@ explore = [
     ),
     st.Page("app_pages/bert.py", title=ui.t("nav.bert"), icon=":material/psychology:"),
     st.Page("app_pages/generate.py", title=ui.t("nav.generate"), icon=":material/auto_awesome:"),
+    st.Page("app_pages/atlas.py", title=ui.t("nav.atlas"), icon=":material/grid_view:"),
 ]
 # The classroom pages in teaching order (attnviz.lessons.path; the lesson ends on the BERT page).
 lesson = [

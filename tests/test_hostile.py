@@ -305,13 +305,13 @@ def test_every_page_with_hostile_texts(page: str) -> None:
     assert_page_is_clean(at, page)
     if any(t.key == "st_own" for t in at.toggle):  # the step page reads the text only when asked
         at.toggle(key="st_own").set_value(True).run()
-    boxes = [w.key for w in list(at.text_input) + list(at.text_area) if w.key != "model"]
+    models = ("model", "at_model")  # model names: test_model_box_with_hostile_names
+    areas = {w.key for w in at.text_area}
+    boxes = [w.key for w in list(at.text_input) + list(at.text_area) if w.key not in models]
     assert "text" in boxes and "pair" in boxes  # the shared sidebar is on every page
     for i, text in enumerate(APP_TEXTS):
         for key in boxes:
-            widget = (
-                at.text_area(key=key) if key in ("text", "long_doc") else at.text_input(key=key)
-            )
+            widget = at.text_area(key=key) if key in areas else at.text_input(key=key)
             # The pair gets the hostile text on every other run, an ordinary one otherwise.
             value = text if key != "pair" or i % 2 else ("It was tired." if i % 4 else "")
             widget.set_value(value)

@@ -35,7 +35,7 @@ ALLOWED = set(
     CLS SEP UNK PAD MASK Transformer nats batch seq
     e alpha delta Delta sqrt frac top Sublayer Var split_head inf nan NaN X_kv
     float32 float16 bfloat16 NumPy attnviz
-    GPT Llama Qwen Mistral Gemma Phi OLMo Granite RoBERTa BART Abnar Zuidema
+    GPT Llama Qwen Mistral Gemma Phi OLMo Granite RoBERTa BART Abnar Zuidema AttentionViz PCA
     """,
     )
 )

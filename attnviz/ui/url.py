@@ -86,6 +86,18 @@ TABLE = (
     Key("b_mask", ("bert",), "list", (), doc="what if: hidden token positions"),
     Key("b_part", ("bert",), "choice", "encoder", "value", ("encoder", "decoder", "cross"),
         doc="an encoder-decoder's attention to draw"),
+    # the head atlas
+    Key("at_model", ("atlas",), "text", "", doc="Hub id or folder; empty: the bundled model"),
+    Key("at_probes", ("atlas",), "choice", "auto", "value", ("auto", "en", "zh", "both"),
+        doc="the probe set (auto: the UI's language, English where Chinese would be [UNK])"),
+    Key("at_texts", ("atlas",), "text", "", doc="the user's own texts, one a line"),
+    Key("at_part", ("atlas",), "choice", "encoder", "value", ("encoder", "decoder", "cross"),
+        doc="an encoder-decoder's attention to show"),
+    Key("at_layer", ("atlas",), "int", 0, "value", lo=0, doc="the head shown: its layer"),
+    Key("at_head", ("atlas",), "int", 0, "value", lo=0, doc="the head shown: its head"),
+    Key("at_qk", ("atlas",), "bool", False, doc="the head's Q/K map shown"),
+    Key("at_qk_colour", ("atlas",), "choice", "position", "value", ("position", "kind"),
+        doc="the Q/K map's colours: by position or by kind of token"),
     # the explorer's views (Playground and Pretrained model)
     Key("view", EXPLORER, "choice", _view_default, "value", VIEWS,
         doc="the view (default: heads on the Playground, overview on the model page)"),

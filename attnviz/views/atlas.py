@@ -1,0 +1,201 @@
+"""The head atlas drawn: every head of one part as a layer x head grid coloured by role (scores on
+hover), one head's example row as bars over its keys, and the table's columns. Plain data in
+(head_roles' DataFrame, a row of weights), go.Figure out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from attnviz.views.colour import GREY, HIGHLIGHT, PALETTE
+from attnviz.views.spec import FONT, escape
+
+# One colour per role, legible on a projector and apart from each other.
+ROLE_COLOURS = {
+    "previous_token": PALETTE[0],
+    "first_token": PALETTE[4],
+    "self": PALETTE[2],
+    "duplicate_token": PALETTE[3],
+    "induction": PALETTE[1],
+    "special": PALETTE[5],
+    "punctuation": PALETTE[6],
+    "broad": PALETTE[9],
+    "mixed": GREY,
+}
+HOVER_SCORES = (
+    "previous_token", "first_token", "self", "duplicate_token", "induction", "entropy",
+    "special", "punctuation", "distance",
+)  # fmt: skip
+
+
+def grid(
+    frame: pd.DataFrame,
+    role_label: Callable[[str], str],
+    score_label: Callable[[str], str],
+    title: str,
+    chosen: tuple[int, int] | None = None,
+    short_label: Callable[[str], str] | None = None,
+    axes: tuple[str, str] = ("layer", "head"),
+) -> go.Figure:
+    """The layer x head grid of one part: a square per head in its role's colour with the role's
+    short name inside, every score on hover, one legend entry per role present. Points carry
+    (layer, head) as customdata, so a click on one picks that head. The squares are shapes in
+    data coordinates, so they keep their gaps at any width (projector mode, 1280 px); the
+    clickable marker sits at each square's centre, in the same colour."""
+    n_layers, n_heads = int(frame.layer.max()) + 1, int(frame["head"].max()) + 1
+    cell = max(16, min(64, 860 // n_heads))  # px per head at a typical page width
+    size = max(8, min(20, round(cell * 0.4)))  # the marker, inside its square at any width
+    short_label = short_label or (lambda role: role_label(role)[:5])
+    fig = go.Figure()
+    for role, colour in ROLE_COLOURS.items():
+        rows = frame[frame.role == role]
+        if rows.empty:
+            continue
+        hover = [
+            "<br>".join(
+                [f"<b>L{r.layer} H{r.head}: {escape([role_label(role)])[0]}</b>"]
+                + [f"{score_label(s)}: {getattr(r, s):.3f}" for s in HOVER_SCORES]
+            )
+            for r in rows.itertuples()
+        ]
+        fig.add_trace(
+            go.Scatter(
+                x=rows["head"].tolist(),
+                y=rows["layer"].tolist(),
+                mode="markers+text" if cell >= 40 else "markers",
+                name=role_label(role),
+                marker=dict(symbol="square", size=size, color=colour, line=dict(width=0)),
+                text=[short_label(role)] * len(rows),
+                textfont=dict(color="white", size=11),
+                customdata=rows[["layer", "head"]].to_numpy().tolist(),
+                hovertext=hover,
+                hoverinfo="text",
+            )
+        )
+    half = 0.44  # a square's half side, in cells
+    for r in frame.itertuples():
+        fig.add_shape(
+            type="rect", x0=r.head - half, x1=r.head + half, y0=r.layer - half,
+            y1=r.layer + half, fillcolor=ROLE_COLOURS[r.role], line=dict(width=0), layer="below",
+        )  # fmt: skip
+    if chosen is not None:
+        fig.add_shape(
+            type="rect", x0=chosen[1] - 0.5, x1=chosen[1] + 0.5, y0=chosen[0] - 0.5,
+            y1=chosen[0] + 0.5, line=dict(color="black", width=3), fillcolor="rgba(0,0,0,0)",
+        )  # fmt: skip
+    fig.update_layout(
+        title=dict(text=title, font=dict(size=15)),
+        font=FONT,
+        height=170 + cell * n_layers,
+        margin=dict(l=60, r=20, t=50, b=50),
+        plot_bgcolor="white",
+        legend=dict(orientation="h", y=-0.12, x=0),
+        clickmode="event+select",
+        dragmode=False,
+    )
+    fig.update_xaxes(
+        title=axes[1], tickmode="array", tickvals=list(range(n_heads)),
+        range=[-0.6, n_heads - 0.4], showgrid=False, zeroline=False, fixedrange=True,
+    )  # fmt: skip
+    fig.update_yaxes(
+        title=axes[0], tickmode="array", tickvals=list(range(n_layers)),
+        range=[n_layers - 0.5, -0.5], showgrid=False, zeroline=False, fixedrange=True,
+    )  # fmt: skip
+    return fig
+
+
+def example_bars(
+    weights: Sequence[float], keys: Sequence[str], query: int, key: int, title: str
+) -> go.Figure:
+    """One query row of one head: its weight on every key, the key the role points at in the
+    highlight colour, the query's own position outlined."""
+    colours = [HIGHLIGHT if j == key else PALETTE[0] for j in range(len(keys))]
+    widths = [2.5 if j == query else 0 for j in range(len(keys))]
+    labels = [f"{j}: {tok}" for j, tok in enumerate(escape(keys))]
+    fig = go.Figure(
+        go.Bar(
+            x=list(range(len(keys))),
+            y=[float(w) for w in weights],
+            marker=dict(color=colours, line=dict(color="black", width=widths)),
+            hovertext=labels,
+            hovertemplate="%{hovertext}<br>w = %{y:.3f}<extra></extra>",
+        )
+    )
+    step = max(1, len(keys) // 40)
+    fig.update_layout(
+        title=dict(text=title, font=dict(size=14)),
+        font=FONT,
+        height=300,
+        margin=dict(l=50, r=20, t=50, b=90),
+        plot_bgcolor="white",
+        yaxis=dict(range=[0, 1.02], title="w", gridcolor="#eee"),
+        xaxis=dict(
+            tickmode="array",
+            tickvals=list(range(0, len(keys), step)),
+            ticktext=escape(keys)[::step],
+            tickangle=-60,
+        ),
+    )
+    return fig
+
+
+def qk_scatter(
+    points: pd.DataFrame, colour_by: str, labels: dict[str, str], title: str
+) -> go.Figure:
+    """The Q/K map: queries as dots, keys as open diamonds, coloured by position (a colour bar)
+    or by the kind of token (`points.token_kind`); each point carries (text, position) so a click
+    can open its row. `labels`: "query", "key" and each token kind, in the page's language."""
+    fig = go.Figure()
+    for kind, symbol in (("query", "circle"), ("key", "diamond-open")):
+        part = points[points.kind == kind]
+        hover = [
+            f"{labels[kind]} {p}: {tok} (#{t})"
+            for p, tok, t in zip(part.position, escape(part.token.tolist()), part.text, strict=True)
+        ]
+        common = dict(
+            mode="markers",
+            hovertext=hover,
+            hoverinfo="text",
+            customdata=part[["text", "position"]].to_numpy().tolist(),
+        )
+        if colour_by == "position":
+            fig.add_trace(
+                go.Scatter(
+                    x=part.x.tolist(), y=part.y.tolist(), name=labels[kind],
+                    marker=dict(
+                        symbol=symbol, size=8, color=part.position.tolist(),
+                        colorscale="Viridis", showscale=kind == "query",
+                        colorbar=dict(title="pos", x=1.02),
+                    ),
+                    **common,
+                )
+            )  # fmt: skip
+            continue
+        for j, token_kind in enumerate(("word", "punctuation", "special")):
+            sub = part.token_kind == token_kind
+            if not sub.any():
+                continue
+            fig.add_trace(
+                go.Scatter(
+                    x=part.x[sub].tolist(), y=part.y[sub].tolist(),
+                    name=f"{labels[kind]} · {labels[token_kind]}",
+                    marker=dict(symbol=symbol, size=8, color=PALETTE[j]),
+                    **{**common, "hovertext": [h for h, s in zip(hover, sub, strict=True) if s],
+                       "customdata": [c for c, s in zip(common["customdata"], sub, strict=True)
+                                      if s]},
+                )
+            )  # fmt: skip
+    fig.update_layout(
+        title=dict(text=title, font=dict(size=14)),
+        font=FONT,
+        height=520,
+        margin=dict(l=40, r=20, t=50, b=40),
+        plot_bgcolor="white",
+        legend=dict(orientation="h", y=-0.08),
+        clickmode="event+select",
+    )
+    fig.update_xaxes(showticklabels=False, zeroline=False, gridcolor="#f0f0f0")
+    fig.update_yaxes(showticklabels=False, zeroline=False, gridcolor="#f0f0f0", scaleanchor="x")
+    return fig

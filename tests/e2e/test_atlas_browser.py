@@ -1,0 +1,120 @@
+"""The Head atlas page in a real browser: the grid of every head drawn, a click on a square picks
+that head (into the URL), the example opens in the Pretrained model page's Head detail with the
+row outlined; both languages and projector mode, shot at 1920x1080 and 1280x800."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from tests.e2e.conftest import Page
+
+CHART = '[data-testid="stPlotlyChart"]'
+POINTS = f"{CHART} .scatterlayer .trace .points path"
+
+
+def _atlas(page: Page, query: str = "") -> Page:
+    page.open(f"atlas{query}")
+    # The bundled model loads in the background on a fresh server, then the page reruns.
+    page.wait_count(CHART, 2, timeout=180, at_least=True)
+    page.settle()
+    page.wait_count(POINTS, 72, timeout=30, at_least=True)
+    return page
+
+
+def test_grid_click_picks_a_head_and_opens_head_detail(page) -> None:
+    _atlas(page, "?at_head=2")
+    # 6 layers x 12 heads, one clickable square each.
+    assert page.count(POINTS) == 72
+    # Layer 0 head 2 of all-MiniLM-L6-v2 follows the previous token (README, Head atlas).
+    assert "Layer 0, head 2: previous token" in page.page.inner_text("body")
+    page.shot("atlas-previous-token")
+    # A click on a square of the grid picks that head.
+    square = page.page.locator(POINTS).nth(5)
+    square.click(force=True)
+    page.settle()
+    time.sleep(1)
+    page.settle()
+    picked = re.search(r"Layer (\d), head (\d+):", page.page.inner_text("body"))
+    assert picked and (picked.group(1), picked.group(2)) != ("0", "2"), picked
+    assert f"at_layer={picked.group(1)}" in page.page.url or picked.group(1) == "0"
+    assert f"at_head={picked.group(2)}" in page.page.url
+    # The example row opens in Head detail on the model page, with its cell outlined.
+    page.page.get_by_text("Open this row in Head detail").click()
+    page.wait_count(CHART, 1, timeout=120, at_least=True)
+    page.settle()
+    assert "/bert" in page.page.url and "mark=" in page.page.url and "view=detail" in page.page.url
+    page.shot("atlas-opened-in-head-detail")
+
+
+@pytest.mark.parametrize("size", [(1920, 1080), (1280, 800)])
+@pytest.mark.parametrize(
+    "query,expect",
+    [
+        ("?at_layer=1&at_head=11", "Layer 1, head 11: first token"),
+        ("?lang=zh&at_layer=0&at_head=2", "第 0 层, 第 2 个头: 前一个词元"),
+        ("?projector=true&at_layer=0&at_head=2", "Layer 0, head 2: previous token"),
+    ],
+    ids=["en", "zh", "projector"],
+)
+def test_atlas_screens(browser, server, size, query, expect) -> None:
+    page = Page(browser, server, *size)
+    try:
+        _atlas(page, query)
+        assert expect in page.page.inner_text("body")
+        name = {"?at": "en", "?la": "zh", "?pr": "projector"}[query[:3]]
+        page.shot(f"atlas-{name}")
+    finally:
+        page.close()
+
+
+def test_qk_map_point_opens_its_row(big_page) -> None:
+    _atlas(big_page, "?at_head=2&at_qk=true&at_qk_colour=kind")
+    big_page.wait_count(CHART, 3, timeout=120, at_least=True)
+    big_page.settle()
+    assert "Q/K map of this head" in big_page.page.inner_text("body")
+    big_page.shot("atlas-qk-map")
+    qk_points = big_page.page.locator(CHART).nth(2).locator(".scatterlayer .trace .points path")
+    assert qk_points.count() > 100  # every query and key of the probe set
+    qk_points.nth(10).click(force=True)
+    big_page.settle()
+    time.sleep(1)
+    big_page.settle()
+    assert "Picked:" in big_page.page.inner_text("body")
+    assert big_page.page.get_by_text("Open this row in Head detail").count() == 2
+
+
+def test_stop_button_stops_measuring_and_measure_again_finishes(page) -> None:
+    import random
+    from urllib.parse import quote
+
+    rng = random.Random()  # texts this server has not measured yet: not in its atlas cache
+    words = [
+        "cat",
+        "dog",
+        "sun",
+        "moon",
+        "tree",
+        "river",
+        "stone",
+        "cloud",
+        "bird",
+        "fish",
+        "road",
+        "house",
+    ]
+    lines = [" ".join(rng.choice(words) for _ in range(14)) for _ in range(50)]
+    page.page.goto(f"{page.url}/atlas?at_texts={quote(chr(10).join(lines))}")
+    stop = page.page.get_by_role("button", name="Stop")
+    stop.wait_for(timeout=180_000)
+    stop.click()
+    page.settle()
+    body = page.page.inner_text("body")
+    assert "Measuring was stopped" in body, body[:2000]
+    assert page.count(CHART) == 0
+    page.page.get_by_role("button", name="Measure again").click()
+    page.wait_count(CHART, 2, timeout=180, at_least=True)
+    page.settle()
+    assert "61 texts measured (50 of them yours)" in page.page.inner_text("body")

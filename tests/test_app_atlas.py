@@ -1,0 +1,116 @@
+"""The Head atlas page (AppTest): it measures the bundled model on the probe set, draws the grid
+with one square per head, shows the head a link asks for with its example and a link into Head
+detail, speaks both languages, and takes the user's own texts without trusting them."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qs
+
+import pytest
+
+from tests.apphelpers import app
+
+PAGE = "app_pages/atlas.py"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def bundled():
+    from attnviz.serve import warmup
+
+    warmup.bundled_model()
+
+
+def _grid(at) -> dict:
+    return json.loads(at.get("plotly_chart")[0].proto.spec)
+
+
+def _link(at) -> dict:
+    links = at.get("page_link")
+    assert links, "no link into Head detail"
+    proto = links[0].proto
+    return {"page": proto.page, "query": parse_qs(proto.query_string)}
+
+
+def test_opens_with_every_head_on_the_grid():
+    at = app(PAGE)
+    assert not at.exception, at.exception
+    grid = _grid(at)
+    heads = [
+        (layer, head)
+        for trace in grid["data"]
+        if trace.get("customdata")
+        for layer, head in trace["customdata"]
+    ]
+    assert sorted(heads) == [(la, h) for la in range(6) for h in range(12)]
+    assert "Layer 0, head 0" in at.subheader[0].value
+    assert any("11 texts measured (0 of them yours)" in c.value for c in at.caption)
+
+
+def test_link_opens_the_head_and_its_example():
+    at = app(PAGE, {"at_layer": "0", "at_head": "2"})
+    assert not at.exception, at.exception
+    assert at.subheader[0].value == "Layer 0, head 2: previous token"
+    assert float(at.metric[0].value) > 0.9  # previous token
+    link = _link(at)
+    assert link["page"].endswith("bert.py") or "bert" in link["page"]
+    q = link["query"]
+    assert q["view"] == ["detail"] and q["layer"] == ["0"] and q["head"] == ["2"]
+    i, k = (int(x) for x in q["mark"][0].split(","))
+    assert k == i - 1  # a previous-token head's example points at the token before
+    assert q["text"][0]  # the probe text itself travels in the link
+
+
+def test_chinese_page():
+    at = app(PAGE, {"lang": "zh", "at_layer": "0", "at_head": "2"})
+    assert not at.exception, at.exception
+    assert at.subheader[0].value == "第 0 层, 第 2 个头: 前一个词元"
+    assert at.title[0].value.startswith("注意力头图谱")
+
+
+def test_own_texts_are_measured_and_never_markup():
+    hostile = "<script>alert(1)</script> **bold** [x](javascript:alert(1)) the cat the cat"
+    at = app(PAGE, {"at_texts": hostile})
+    assert not at.exception, at.exception
+    assert any("12 texts measured (1 of them yours)" in c.value for c in at.caption)
+    for element in (*at.markdown, *at.caption):
+        assert "<script>" not in element.value
+
+
+def test_qk_map_on_request():
+    at = app(PAGE, {"at_layer": "0", "at_head": "2", "at_qk": "true", "at_qk_colour": "kind"})
+    assert not at.exception, at.exception
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(charts) == 3  # grid, example, Q/K map
+    qk = charts[2]
+    names = {trace["name"] for trace in qk["data"]}
+    assert "query · word" in names and "key · special" in names
+    assert any("Q/K map" in s.value for s in at.subheader)
+
+
+def test_encoder_decoder_gets_a_grid_per_part(tmp_path):
+    """A tiny random BART from a folder: the page offers its three attentions; the cross part's
+    grid and its link into Head detail carry the part."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, BartConfig
+
+    from attnviz.engine.hooked import resolve
+
+    torch.manual_seed(0)
+    config = BartConfig(
+        vocab_size=30522, d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, max_position_embeddings=600,
+    )  # fmt: skip
+    AutoModelForSeq2SeqLM.from_config(config).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(resolve(None)[0]).save_pretrained(tmp_path)
+    at = app(PAGE, {"at_model": str(tmp_path), "at_part": "cross", "at_layer": "1"})
+    assert not at.exception, at.exception
+    grid = _grid(at)
+    heads = sorted(
+        tuple(p) for tr in grid["data"] if tr.get("customdata") for p in tr["customdata"]
+    )
+    assert heads == [(la, h) for la in range(2) for h in range(4)]
+    assert "Cross" in grid["layout"]["title"]["text"] or "cross" in grid["layout"]["title"]["text"]
+    q = _link(at)["query"]
+    assert q["b_part"] == ["cross"] and q["model"] == [str(tmp_path)] and q["layer"] == ["1"]
