@@ -31,6 +31,18 @@ from attnviz.engine.training import chars, corpus, loop, save  # noqa: E402
 from attnviz.engine.training.model import TrainConfig, n_params  # noqa: E402
 
 NAME = "char-zh-en"
+# Two stages: stage 1 from a random start (warm-up, cosine), stage 2 goes on from its weights with
+# a fresh optimizer, new data windows (seed 1), a lower peak rate and more sayings and English.
+STAGES = (
+    TrainConfig(),
+    TrainConfig(
+        seed=1,
+        steps=200,
+        lr=1.5e-3,
+        warmup=10,
+        mix=(("poems", 0.2), ("chinese", 0.4), ("english", 0.4)),
+    ),
+)
 OUT = ROOT / "attnviz" / "models" / NAME
 PACKAGES = ("fortunes-zh", "fortunes")
 # The seed notes' example sentences (我爱水课, 狗咬人) show as characters, not [UNK], even where a
@@ -53,6 +65,15 @@ def ids_of(texts: dict[str, str], ids: dict[str, int]) -> dict[str, torch.Tensor
 
 def card(record: dict) -> str:
     c, v = record["config"], record["val_loss_saved"]
+    stages = "; ".join(
+        f"stage {st['stage']}: seed {st['config']['seed']}, {st['steps']} steps, peak rate "
+        f"{st['config']['lr']}, mix {dict(st['config']['mix'])}, {st['train_seconds']:.0f} s"
+        for st in record["stages"]
+    )
+    if record.get("stage_1_from"):
+        stages = (
+            "stage 1 (seed 0, 200 steps, peak rate 0.003) read from its saved folder; " + stages
+        )
     files = "\n".join(
         f"| {f['path']} | {f['stream']} | {f['bytes']:,} | {f['records']} | `{f['sha256'][:16]}…` |"
         for f in record["corpus"]
@@ -64,9 +85,9 @@ heads, {c["n_kv_heads"]} key/value heads, d_model {c["d_model"]}, context {c["co
 a vocabulary of {c["vocab_size"]} tokens ([PAD] [UNK] [BOS] [EOS] and the most frequent characters
 of the training text), {record["parameters"]:,} parameters stored as float16.
 
-Made by `make models` (`python scripts/make_models.py`): seed {c["seed"]}, {record["steps"]} steps
-of {c["batch"]} windows x {c["context"]} tokens, {record["train_seconds"]:.0f} s of training on
-{record["machine"]} with {record["threads"]} torch thread(s), torch {record["torch"]}.
+Made by `make models` (`python scripts/make_models.py`) on {record["machine"]} with
+{record["threads"]} torch thread(s), torch {record["torch"]}, in {stages}; windows of
+{c["context"]} tokens, {c["batch"]} per step.
 
 Validation loss (nats per character, the saved float16 weights, fixed held-out windows):
 {", ".join(f"{k} {x:.4f}" for k, x in v.items())}; mean {record["val_loss_mean"]:.4f}.
@@ -92,11 +113,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=OUT, help=f"folder to write (default {OUT})")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1: steadiest here)")
     p.add_argument("--device", default="cpu")
+    p.add_argument(
+        "--stage-1",
+        type=Path,
+        default=None,
+        help="a folder this script wrote after stage 1 (--stages 1): go on from its weights",
+    )
+    p.add_argument("--stages", type=int, default=len(STAGES), help="how many stages to run")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    cfg = TrainConfig()
+    stages = list(STAGES[: args.stages])
     if args.steps is not None:
-        cfg = dataclasses.replace(cfg, steps=args.steps, eval_every=min(cfg.eval_every, args.steps))
+        stages = [
+            dataclasses.replace(c, steps=args.steps, eval_every=min(c.eval_every, args.steps))
+            for c in stages
+        ]
+    cfg = stages[0]
     install_texts()
     t0 = time.perf_counter()
     texts = corpus.read()
@@ -112,22 +144,47 @@ def main(argv: list[str] | None = None) -> int:
         if step % 10 == 0 or step + 1 == cfg.steps:
             print(f"step {step:5d} loss {loss:.4f} {time.perf_counter() - t0:7.1f} s", flush=True)
 
-    run = loop.train(cfg, train_ids, val_ids, device=args.device, progress=progress)
-    for step, v in run.val_loss:
-        print(f"val at {step}: {v}", flush=True)
+    from transformers import LlamaForCausalLM
+
+    runs, model = [], None
+    for i, stage in enumerate(stages):
+        if i == 0 and args.stage_1 is not None:
+            # What stage 1 wrote: float16 weights, read back as float32.
+            model = LlamaForCausalLM.from_pretrained(str(args.stage_1), dtype=torch.float32)
+            print(f"stage 1 from {args.stage_1}", flush=True)
+            continue
+        cfg = stage
+        run = loop.train(stage, train_ids, val_ids, args.device, progress, init=model)
+        for step, v in run.val_loss:
+            print(f"stage {i + 1} val at {step}: {v}", flush=True)
+        runs.append((i + 1, run))
+        # Between stages the weights are rounded to float16, as stage 1's folder stores them, so
+        # going on from a saved stage-1 folder gives the same weights as one run of every stage.
+        model = run.model.to(torch.float16).to(torch.float32)
+    run = runs[-1][1]
     tmp = args.out.with_name(args.out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     weights = save.save(run.model.cpu(), vocab, tmp)
     # The loss of what ships: the float16 weights read back as float32 on the same windows.
-    from transformers import LlamaForCausalLM
-
     shipped = LlamaForCausalLM.from_pretrained(str(tmp), dtype=torch.float32).eval()
-    gen = torch.Generator().manual_seed(cfg.seed + 1)
+    gen = torch.Generator().manual_seed(loop.VAL_SEED)
     val_batches = {s: loop.windows(val_ids[s], cfg.eval_windows, cfg.context, gen) for s in streams}
     val_saved = loop.evaluate(shipped, val_batches)
     record = {
         "name": NAME,
         "config": cfg.record(),
+        "stages": [
+            {
+                "stage": i,
+                "config": r.config.record(),
+                "steps": r.steps_done,
+                "train_seconds": round(r.seconds, 1),
+                "train_loss": r.train_loss,
+                "val_loss": r.val_loss,
+            }
+            for i, r in runs
+        ],
+        "stage_1_from": None if args.stage_1 is None else str(args.stage_1),
         "parameters": n_params(run.model),
         "steps": run.steps_done,
         "train_seconds": round(run.seconds, 1),
@@ -140,8 +197,6 @@ def main(argv: list[str] | None = None) -> int:
         "always_in_vocabulary": ALWAYS,
         "train_characters": sizes,
         "train_loss_last": run.train_loss[-1][1],
-        "train_loss": run.train_loss,
-        "val_loss": run.val_loss,
         "val_loss_saved": val_saved,
         "val_loss_mean": round(sum(val_saved.values()) / len(val_saved), 5),
         "weights_sha256": save.sha256(weights),

@@ -84,17 +84,21 @@ def held_out(model):
         )
     text = corpus.read()
     ids = model.tokenizer.get_vocab()
-    train = [torch.tensor(chars.encode(text.text("train", s), ids)) for s in corpus.STREAMS]
-    ngrams = scoring.fit(train, len(ids))
+    train = {s: torch.tensor(chars.encode(text.text("train", s), ids)) for s in corpus.STREAMS}
     val = {s: torch.tensor(chars.encode(text.text("val", s), ids)) for s in corpus.STREAMS}
     zh = [scoring.chunks(val["poems"], 256, 3), scoring.chunks(val["chinese"], 256, 3)]
+    # Baselines fitted on the same language's training text: the stronger ones.
+    ngrams = {
+        "zh": scoring.fit([train["poems"], train["chinese"]], len(ids)),
+        "en": scoring.fit([train["english"]], len(ids)),
+    }
     return ngrams, {"zh": torch.cat(zh), "en": scoring.chunks(val["english"], 256, 6)}
 
 
 @pytest.mark.parametrize("language", ["zh", "en"])
 def test_beats_unigram_and_bigram_on_held_out_text(model, held_out, language):
     ngrams, windows = held_out
-    unigram, bigram = scoring.score_ngrams(ngrams, windows[language])
+    unigram, bigram = scoring.score_ngrams(ngrams[language], windows[language])
     ours = scoring.score_model(model.model, windows[language])
     assert ours.n == unigram.n == bigram.n == windows[language].shape[0] * 255
     assert ours.accuracy > bigram.accuracy > unigram.accuracy, (ours, bigram, unigram)
@@ -133,3 +137,12 @@ def test_training_a_few_steps_is_deterministic_and_loads_like_any_model(tmp_path
     ids = torch.tensor([[chars.BOS, *chars.encode("明月光", chars.encoder(vocab))]])
     want = first.model(input_ids=ids).logits[0, -1]
     torch.testing.assert_close(trace.next_logits, want, atol=ATOL, rtol=0)
+
+
+def test_public_mode_offers_the_trained_models(folder, monkeypatch):
+    from attnviz.serve.public import allowed_models, check_model
+
+    monkeypatch.delenv("ATTNVIZ_MODELS", raising=False)
+    monkeypatch.setenv("ATTNVIZ_PUBLIC", "1")
+    assert allowed_models() == ["sentence-transformers/all-MiniLM-L6-v2", NAME]
+    assert check_model(NAME) == NAME  # the Model box's choice loads by that name

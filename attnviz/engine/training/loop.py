@@ -15,6 +15,8 @@ import torch.nn.functional as F
 from attnviz.engine.training.chars import BOS
 from attnviz.engine.training.model import TrainConfig, build
 
+VAL_SEED = 1  # the validation windows: the same for every run and stage
+
 
 @dataclass
 class Run:
@@ -70,15 +72,17 @@ def train(
     device: str = "cpu",
     progress: Callable[[int, float], None] | None = None,
     stop: threading.Event | None = None,
+    init: torch.nn.Module | None = None,
 ) -> Run:
-    """Train a fresh model on `train_ids` (a 1-D id tensor per stream), seeded by cfg.seed.
+    """Train a fresh model (or go on training `init`, with a fresh optimizer) on `train_ids` (a
+    1-D id tensor per stream), seeded by cfg.seed.
 
     Deterministic on the CPU (torch's deterministic algorithms on, one data generator); `stop`
     ends the run early after the current step, keeping what was learnt.
     """
     torch.manual_seed(cfg.seed)
     torch.use_deterministic_algorithms(True, warn_only=True)
-    model = build(cfg).to(device)
+    model = (build(cfg) if init is None else init).to(device)
     model.config._attn_implementation = "sdpa"  # training speed; traces use "attnviz" later
     model.train()
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
@@ -90,7 +94,7 @@ def train(
         foreach=False,
     )
     gen = torch.Generator().manual_seed(cfg.seed)
-    val_gen = torch.Generator().manual_seed(cfg.seed + 1)
+    val_gen = torch.Generator().manual_seed(VAL_SEED)
     val_batches = {
         s: windows(val_ids[s], cfg.eval_windows, cfg.context, val_gen).to(device)
         for s, _ in cfg.mix
