@@ -54,5 +54,18 @@ bench: $(TEST_STAMP)
 	$(MALLOC) $(PY) bench/long_context.py
 	$(PY) bench/load.py $(BENCH_FLAGS)
 
+# The texts attnviz trains on (Debian's fortunes-zh, GPL-3, and fortunes); tests/test_trained.py
+# compares the shipped model with n-gram baselines on them, so the test setup installs them too.
+.PHONY: texts models
+$(TEST_STAMP): | texts
+texts:
+	@test -f /usr/share/games/fortunes/tang300 -a -f /usr/share/games/fortunes/cookie || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q fortunes-zh fortunes; }
+
+# Retrains attnviz/models/char-zh-en (seeded; its MODEL_CARD.md says how long it took here).
+models: $(RUN_STAMP) texts
+	OMP_NUM_THREADS=1 $(PY) scripts/make_models.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

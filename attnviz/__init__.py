@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from attnviz.engine.bundled import bundled_models
 from attnviz.engine.config import StackConfig
 from attnviz.engine.rollout import rollout
 from attnviz.engine.stack import trace_text
@@ -29,6 +30,7 @@ __all__ = [
     "show",
     "generate",
     "head_roles",
+    "bundled_models",
 ]
 
 

