@@ -41,8 +41,7 @@ def test_show_returns_the_figures_the_page_draws(trace, view, query, selection) 
     at = app("app_pages/bert.py", query={"view": view, **query})
     assert not at.exception, at.exception
     page = specs(at)
-    mine = attnviz.show(trace, view=view, **selection)
-    mine = mine if isinstance(mine, list) else [mine]
+    mine = list(attnviz.show(trace, view=view, **selection))  # one View, its figures inside
     # The page draws the view last (after the what-if panel); compare those charts.
     tail = page[-len(mine) :]
     if view == "overview":  # the overview page also draws the head detail below the mosaic
