@@ -127,7 +127,8 @@ class View {
   }
 
   heads() {
-    return this.state.head < 0 ? [...Array(this.H).keys()] : [this.state.head];
+    if (this.state.head >= 0) return [this.state.head];
+    return this.data.heads || [...Array(this.H).keys()]; // the app passes its chosen heads
   }
 
   draw() {
