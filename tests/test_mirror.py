@@ -151,3 +151,24 @@ def test_an_unreachable_mirror_says_so(tmp_path) -> None:
     done = run(f"import attnviz; attnviz.load_model({REPO!r}, device='cpu')", env)
     assert done.returncode != 0
     assert "the Hub cannot be reached" in done.stderr and "ValueError" in done.stderr
+
+
+def test_any_loader_failure_is_a_message_not_a_traceback(monkeypatch) -> None:
+    """A mirror that serves broken files can make transformers raise anything (KeyError
+    'added_tokens' was one): the page says what failed and stops, without a traceback."""
+    from streamlit.testing.v1 import AppTest
+
+    from attnviz.ui import models
+
+    def broken(*args, **kwargs):
+        raise KeyError("added_tokens")
+
+    monkeypatch.setattr(models, "get_model", broken)
+    at = AppTest.from_file(str(ROOT / "attnviz" / "app.py"), default_timeout=60)
+    at.query_params.update({"model": REPO})
+    at.switch_page("app_pages/bert.py")
+    at.run()
+    assert not at.exception
+    (error,) = [e.value for e in at.error]
+    assert error.startswith(f"Could not load ` {REPO} `: KeyError") and "added" in error, error
+    assert not at.get("plotly_chart")  # the page stopped there
