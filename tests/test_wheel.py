@@ -95,7 +95,10 @@ def test_the_installed_package_imports_and_loads_the_bundled_model(venv) -> None
     code = (
         "import attnviz, torch; torch.set_num_threads(1); print(attnviz.__file__);"
         "m = attnviz.load_model(device='cpu', progress=print);"
-        "t = attnviz.trace_model(m, 'The cat sat.'); print(len(t.layers), t.tokens[1])"
+        "t = attnviz.trace_model(m, 'The cat sat.');"
+        "w = attnviz.show(t, view='explore'); v = attnviz.show(t, view='lines');"
+        "assert 'export default' in w._esm and '<svg' in v._repr_html_();"
+        "print(len(t.layers), t.tokens[1])"
     )
     done = run([venv / "bin" / "python", "-c", code], cwd=venv)
     assert done.returncode == 0, done.stderr[-3000:]
