@@ -1,14 +1,17 @@
-"""The app's views as plain Plotly figures, for a notebook or a script: `attnviz.show(trace, ...)`.
+"""The app's views for a notebook or a script: `attnviz.show(source, view, ...)`.
 
 Each view is the same builder the app's explorer calls (attnviz.views.panels), with the same
 Selection, so a notebook shows what the page shows; tests/test_notebook.py checks that against
-the running page. No streamlit here. A new view is one entry in VIEWS.
+the running page. `show` returns one View (the figures, displayed with Plotly's JSON and a static
+SVG from attnviz.views.static) or, for "explore", the widget (attnviz.views.widget). No
+streamlit here. A new view is one entry in VIEWS.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
@@ -17,6 +20,9 @@ from attnviz.views import panels
 from attnviz.views.lines import is_cjk, lines_figure
 from attnviz.views.selection import Selection
 from attnviz.views.static import figure_svg, figures_html
+
+if TYPE_CHECKING:  # anywidget loads only for view="explore"
+    from attnviz.views.widget import AttentionWidget
 
 
 def lines(trace: Trace, sel: Selection) -> go.Figure:
@@ -152,7 +158,7 @@ def show(
     text: str | None = None,
     tokens: Sequence[str] | None = None,
     **selection: object,
-) -> View | object:
+) -> View | AttentionWidget:
     """The app's view `view` of `source`, as one displayable object.
 
     `source` is an attnviz Trace; or a model (from attnviz.load_model, or a transformers model

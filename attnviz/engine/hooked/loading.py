@@ -18,6 +18,7 @@ from transformers import (
     AutoModelForCausalLM,
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
+    PreTrainedModel,
 )
 
 from attnviz.engine import validate
@@ -271,8 +272,6 @@ def _hf_tokenizer(model: Any, tokenizer: Any) -> Any:
 def _from_object(model: Any, tokenizer: Any, device: str | torch.device) -> LoadedModel:
     """A model object the caller already has (e.g. AutoModel.from_pretrained(...)), switched to
     attention implementation "attnviz" in place: it computes the same outputs, and records them."""
-    from transformers import PreTrainedModel
-
     if not isinstance(model, PreTrainedModel):
         raise TypeError(
             f"load_model takes a Hub id, a folder, None or a transformers model object, not "
@@ -288,7 +287,7 @@ def _from_object(model: Any, tokenizer: Any, device: str | torch.device) -> Load
 
 
 def load_model(
-    name: str | None | Any = None,
+    name: str | PreTrainedModel | None = None,
     device: str | torch.device = "auto",
     progress: Callable[[str], None] | None = None,
     dtype: str | torch.dtype = "float32",
