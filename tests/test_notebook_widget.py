@@ -42,6 +42,8 @@ def test_the_widget_carries_the_module_and_the_weights_exactly(trace) -> None:
     with pytest.raises(ValueError, match="layer 7 is outside"):
         payload(trace, layers=[7])
     assert MAX_WEIGHTS >= 6 * 12 * 128 * 128  # the bundled model at 128 tokens fits
+    zh = attnviz.show(trace, view="explore", lang="zh")
+    assert zh.data["labels"]["temperature"] == "温度" and zh.data["labels"]["query"] != "query"
 
 
 @pytest.fixture(scope="module")

@@ -190,7 +190,11 @@ def show(
     if view == "explore":
         from attnviz.views.widget import explorer
 
-        return explorer(trace, layer=sel.layer, head=sel.head)
+        tr = sel.tr
+        names = ("all_heads", "temperature", "threshold", "masked", "what_if")
+        labels = {n: tr(f"lw.{n}") for n in names} | {"query": tr("w.query"), "key": tr("w.key")}
+        labels["hint"] = tr("lw.hint_overview")
+        return explorer(trace, layer=sel.layer, head=sel.head, labels=labels)
     drawn = VIEWS[view](trace, sel)
     return View(view, drawn if isinstance(drawn, list) else [drawn])
 
