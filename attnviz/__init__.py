@@ -1,6 +1,9 @@
-"""attnviz: every per-head tensor of multi-head attention, for a toy stack or a pretrained BERT.
+"""attnviz: every per-head tensor of multi-head attention, for a toy stack or a pretrained model.
 
-The engine never imports streamlit. The pretrained-model half (transformers) loads on first use.
+Public API: trace_text (the toy stack), load_model and trace_model (a pretrained model), show (any
+view in a notebook; "explore" for the interactive widget), rollout, next_tokens, Trace and
+LayerTrace (the tensors), StackConfig. The engine never imports streamlit. The pretrained-model
+half (transformers) loads on first use.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from attnviz.engine.bundled import bundled_models
 from attnviz.engine.config import StackConfig
+from attnviz.engine.next_token import next_tokens
 from attnviz.engine.rollout import rollout
 from attnviz.engine.stack import trace_text
 from attnviz.engine.trace import LayerTrace, Trace
@@ -27,6 +31,7 @@ __all__ = [
     "Trace",
     "LayerTrace",
     "rollout",
+    "next_tokens",
     "show",
     "generate",
     "head_roles",

@@ -1,45 +1,73 @@
-"""The `attnviz` command: start the app (`streamlit run app.py`) from any folder.
+"""The `attnviz` command: start the app from any folder, from a wheel or a checkout.
 
-The app's files (app.py, app_pages/, assets/) sit inside the package, so the
-command works from a checkout or an editable install (`pip install -e .`), which keeps the package
-where it is. A regular wheel carries only the package: the command then says so and exits.
+The app's files (app.py, app_pages/, assets/) travel inside the package as package data, so
+`pip install attnviz` then `attnviz` works offline with the bundled model. Streamlit reads its
+settings from .streamlit/config.toml in the current folder, which a user's folder does not have:
+the command passes the app's settings (attnviz/assets/streamlit/config.toml, the same file as the
+repository's .streamlit/config.toml) as command-line options instead, and any option the user
+gives wins. The server starts through attnviz.ui.launch, as `make run` does: the bundled model
+loads in the background and the first page is drawn once before the server opens.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import tomllib
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
-ROOT = PACKAGE.parent
-# Faster traces (see the Makefile): glibc keeps large freed buffers instead of re-mapping them.
-MALLOC = {"MALLOC_MMAP_THRESHOLD_": "268435456", "MALLOC_TRIM_THRESHOLD_": "536870912"}
+SETTINGS = PACKAGE / "assets" / "streamlit" / "config.toml"
+# `make run`'s server environment (see the Makefile): glibc keeps large freed buffers instead of
+# re-mapping them, in two arenas; OpenMP threads sleep sooner instead of spinning.
+SERVE_ENV = {
+    "MALLOC_MMAP_THRESHOLD_": "268435456",
+    "MALLOC_TRIM_THRESHOLD_": "536870912",
+    "MALLOC_ARENA_MAX": "2",
+    "GOMP_SPINCOUNT": "10000",
+}
 HELP = """usage: attnviz [STREAMLIT OPTIONS]
 
-Start the attnviz app in your browser (http://localhost:8501 by default). Options go to
-`streamlit run`, e.g.  attnviz --server.port 8600 --server.headless true
+Start the attnviz app in your browser (http://localhost:8501 by default), offline, with the
+bundled model. Options go to `streamlit run`, e.g.
+    attnviz --server.port 8600 --server.headless true
+ATTNVIZ_PRIME=0 opens the server without drawing the first page in advance.
 """
 
 
 def app_file(package: Path = PACKAGE) -> Path:
-    """app.py of this installation, or a ValueError that says how to get one."""
+    """app.py of this installation, or a ValueError that names what is missing."""
     app = package / "app.py"
-    if not (app.is_file() and (package / "app_pages").is_dir() and (package / "assets").is_dir()):
+    needed = [app, package / "app_pages", package / "assets" / "i18n" / "en.toml"]
+    missing = [str(p.relative_to(package)) for p in needed if not p.exists()]
+    if missing:
         raise ValueError(
-            f"attnviz's app files (app.py, app_pages/, assets/) are not in the package at "
-            f"{package}: a regular wheel installs the engine and attnviz.show only. To run the "
-            "app, clone the repository and `pip install -e .` there (or `make run`)."
+            f"attnviz's app files ({', '.join(missing)}) are missing from the package at "
+            f"{package}: this installation is incomplete. Reinstall it (pip install "
+            "--force-reinstall attnviz), or from a checkout `pip install -e .`."
         )
     return app
 
 
+def settings(path: Path = SETTINGS) -> list[str]:
+    """The app's Streamlit settings as options: ["--server.fileWatcherType", "none", ...]."""
+    with open(path, "rb") as f:
+        table = tomllib.load(f)
+    options = []
+    for section, values in table.items():
+        for key, value in values.items():
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            options += [f"--{section}.{key}", text]
+    return options
+
+
 def command(args: list[str]) -> list[str]:
-    """The streamlit command line that starts the app with `args`."""
-    options = list(args)
-    if not any(a.startswith("--browser.gatherUsageStats") for a in options):
-        options += ["--browser.gatherUsageStats", "false"]
-    return [sys.executable, "-m", "streamlit", "run", str(app_file()), *options]
+    """The command line that starts the app with `args` (the user's options override ours)."""
+    given = {a.split("=", 1)[0] for a in args if a.startswith("--")}
+    ours = settings()
+    defaults = [x for name, value in zip(ours[::2], ours[1::2], strict=True)
+                if name not in given for x in (name, value)]  # fmt: skip
+    return [sys.executable, "-m", "attnviz.ui.launch", str(app_file()), *defaults, *args]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,8 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"attnviz: {err}", file=sys.stderr)
         return 2
-    env = {**MALLOC, **os.environ}
-    os.chdir(ROOT)  # .streamlit/ config and relative asset paths resolve as with `make run`
+    env = {**SERVE_ENV, **os.environ}
     os.execvpe(cmd[0], cmd, env)
     return 0  # not reached: exec replaces this process
 

@@ -71,7 +71,11 @@ class Message(str):
     fields: dict[str, object]
 
     def __new__(cls, key: str, **fields: object) -> Message:
-        made = super().__new__(cls, translate(key, "en", **fields))
+        try:
+            text = translate(key, "en", **fields)
+        except OSError:  # the engine never needs the UI's strings: without them, key and fields
+            text = " ".join([key, *(f"{k}={v}" for k, v in fields.items())])
+        made = super().__new__(cls, text)
         made.key, made.fields = key, fields
         return made
 

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from attnviz.cli import app_file
 from tests.apphelpers import ROOT
 
 
@@ -84,10 +83,3 @@ def test_attnviz_command_starts_the_app(venv) -> None:
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
-
-
-def test_a_wheel_without_the_app_files_says_how_to_run_it(tmp_path) -> None:
-    (tmp_path / "attnviz").mkdir()
-    with pytest.raises(ValueError, match=r"(?s)regular wheel.*pip install -e \."):
-        app_file(tmp_path)
-    assert app_file() == ROOT / "attnviz" / "app.py"

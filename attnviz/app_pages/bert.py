@@ -37,7 +37,15 @@ with st.sidebar:
         format_func={**{d: d for d in models.DTYPES}, "auto": t("bert.device.auto")}.get,
     )
 
-model = models.get_model(name.strip() or None, device, dtype)
+try:
+    model = models.get_model(name.strip() or None, device, dtype)
+except Exception as err:  # noqa: BLE001 - any loader failure (e.g. a broken mirror's files): a message
+    shown = markup.code(name.strip()) if name.strip() else t("bert.bundled")
+    why = (
+        t("bert.load_failed_public") if public() else markup.escape(f"{type(err).__name__}: {err}")
+    )
+    st.error(t("bert.load_failed", name=shown, msg=why))
+    model = None
 if model is None:
     st.stop()
 model_key = (model.name, model.device, dtype)

@@ -77,3 +77,13 @@ def top_k(
         )
         for i in ids
     ]
+
+
+def next_tokens(
+    model: object, trace: Trace, k: int = 10, base: Trace | None = None
+) -> list[NextToken]:
+    """The public form of `top_k`: the k most likely next tokens after a decoder `trace` of
+    `model` (from attnviz.load_model), decoded with the model's tokenizer; with `base` (the same
+    text traced without the what-if knobs) each carries its probability there too."""
+    tokenizer = model.tokenizer  # type: ignore[attr-defined]
+    return top_k(trace, lambda i: tokenizer.decode([i]), k, base)

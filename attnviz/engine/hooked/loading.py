@@ -18,6 +18,7 @@ from transformers import (
     AutoModelForCausalLM,
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
+    PreTrainedModel,
 )
 
 from attnviz.engine import validate
@@ -258,13 +259,50 @@ def _check_family(label: str, config: Any) -> None:
             raise ValueError(f"{label!r} uses {name}, which attnviz's softmax(q·k·scale) drops.")
 
 
+def _hf_tokenizer(model: Any, tokenizer: Any) -> Any:
+    """The tokenizer given, or the one saved beside the model (from its folder or the local
+    cache; from the hub, HF_ENDPOINT honoured, only when online)."""
+    if tokenizer is not None:
+        return tokenizer
+    where = getattr(model.config, "name_or_path", "") or ""
+    if not where:
+        raise ValueError("this model object has no name_or_path: pass tokenizer=... as well")
+    try:
+        return AutoTokenizer.from_pretrained(where, local_files_only=_offline())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"no tokenizer found for {where!r} ({e}): pass tokenizer=...") from e
+
+
+def _from_object(model: Any, tokenizer: Any, device: str | torch.device) -> LoadedModel:
+    """A model object the caller already has (e.g. AutoModel.from_pretrained(...)), switched to
+    attention implementation "attnviz" in place: it computes the same outputs, and records them."""
+    if not isinstance(model, PreTrainedModel):
+        raise TypeError(
+            f"load_model takes a Hub id, a folder, None or a transformers model object, not "
+            f"{type(model).__name__}"
+        )
+    config, label = model.config, getattr(model.config, "name_or_path", "") or "model object"
+    _check_family(label, config)
+    tokenizer = _hf_tokenizer(model, tokenizer)
+    model.set_attn_implementation(IMPL)
+    dev = model.device if str(device) == "auto" else _pick_device(device)
+    model.to(dev).eval().requires_grad_(False)
+    return _loaded(model, tokenizer, label, dev)
+
+
 def load_model(
-    name: str | None = None,
+    name: str | PreTrainedModel | None = None,
     device: str | torch.device = "auto",
     progress: Callable[[str], None] | None = None,
     dtype: str | torch.dtype = "float32",
+    tokenizer: Any = None,
 ) -> LoadedModel:
     """Load a model with attention implementation "attnviz", in eval mode.
+
+    `name` may also be a transformers model object you already loaded (its tokenizer is found
+    beside it, or pass `tokenizer=`): it is switched to the "attnviz" attention implementation
+    in place and moved to `device` ("auto" keeps it where it is). A Hub id is fetched from
+    HF_ENDPOINT (a mirror) when that is set, as huggingface_hub does.
 
     Encoders of the BERT family, decoders (GPT-2, Llama, Mistral, Qwen2/3, Gemma, ...) and
     encoder-decoders (BART): families.BLOCK_PATHS lists them. None loads the bundled
@@ -276,6 +314,8 @@ def load_model(
     `progress` gets short messages: English strings that are attnviz.i18n.Messages, so a page can
     show them in its language.
     """
+    if name is not None and not isinstance(name, str):
+        return _from_object(name, tokenizer, validate.device(device))
     name, device = validate.model_name(name), validate.device(device)
     validate.model_folder(name)
     dev = _pick_device(device)
@@ -311,6 +351,14 @@ def load_model(
     except OSError as e:  # e.g. a folder or cache entry with the config but not the files
         raise ValueError(f"Could not load the tokenizer and weights of {label!r}: {e}") from e
     model.to(dev).eval().requires_grad_(False)  # inference only; lets callers mix trace and weights
+    _say(progress, Message("load.done", name=label, device=str(dev)))
+    return _loaded(model, tokenizer, label, dev)
+
+
+def _loaded(model: Any, tokenizer: Any, label: str, dev: torch.device) -> LoadedModel:
+    """The LoadedModel of a model already in eval mode with attention implementation "attnviz"."""
+    config = model.config
+    kind = KINDS[config.model_type]
     try:
         blocks = _blocks(model, config.model_type, config)
     except (AttributeError, TypeError) as e:
@@ -319,7 +367,6 @@ def load_model(
     call_tokenizer.padding_side = "right"  # positions count from the first token
     if call_tokenizer.pad_token is None:  # GPT-2 and Llama tokenizers have none
         call_tokenizer.pad_token = call_tokenizer.eos_token or call_tokenizer.unk_token
-    _say(progress, Message("load.done", name=label, device=str(dev)))
     first = blocks[0]
     n_kv = first.n_kv_heads if first.n_kv_heads != first.n_heads else None
     return LoadedModel(

@@ -149,3 +149,6 @@ def lines_view(trace: Trace, head_default: int = 0) -> None:
     )
     chart(fig, key="lines_chart", on_select=_clicked, selection_mode="points")
     st.caption(t("lv.lines_help", lines=fig.layout.meta["lines"], w=threshold))
+    from attnviz.ui.hover import hover_lines  # the same lines in attnviz's own JS: hover isolates
+
+    hover_lines(trace, layer, heads, threshold)

@@ -1,0 +1,96 @@
+"""docs/notebook_example.ipynb in a real JupyterLab, offline, in headless Chromium: the cells run
+on the kernel, the attnviz widget draws (anywidget's extension, the module inlined, nothing
+fetched), and hovering or clicking a token isolates its lines. Screenshots before and after the
+click go to out/screenshots/notebook-*.png."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from tests.e2e.conftest import CHROME_ARGS, CHROMIUM, ROOT, SHOTS, _free_port
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    where = tmp_path_factory.mktemp("lab")
+    shutil.copy(ROOT / "docs" / "notebook_example.ipynb", where / "example.ipynb")
+    port = _free_port()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+               JUPYTER_CONFIG_DIR=str(where / ".jupyter"))  # fmt: skip
+    log = open(where / "lab.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+         "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={where}",
+         "--LabApp.news_url=None", "--LabApp.extension_manager=readonly", "--allow-root"],
+        cwd=where, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"{url}/api/status", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("JupyterLab did not start: " + (where / "lab.log").read_text()[-2000:])
+    yield url
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=30)
+    log.close()
+
+
+def test_the_widget_runs_in_jupyterlab_and_isolates_a_token(lab) -> None:
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no chromium at {CHROMIUM}")
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        outside = []
+        local = (lab, "data:", "blob:", "ws://127.0.0.1")
+        page.on("request", lambda r: r.url.startswith(local) or outside.append(r.url))
+        page.goto(f"{lab}/lab/tree/example.ipynb")
+        page.wait_for_selector(".jp-Notebook", timeout=90_000)
+        page.wait_for_selector(".jp-Notebook-ExecutionIndicator, .jp-KernelStatus", timeout=60_000)
+        time.sleep(2)  # the kernel connects
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_text("Run All Cells", exact=True).click()
+        lines = page.locator(".attnviz svg[data-role=lines]")
+        lines.wait_for(timeout=240_000)
+        widget = page.locator(".attnviz").first
+        widget.scroll_into_view_if_needed()
+        before = int(lines.get_attribute("data-lines"))
+        assert before > 0
+        widget.screenshot(path=str(SHOTS / "notebook-widget-before-1280x800.png"))
+        query = page.locator(".attnviz text[data-token=q10]")  # "it"
+        assert query.text_content() == "it"
+        query.hover()
+        hovered = int(lines.get_attribute("data-lines"))
+        query.click()
+        page.mouse.move(1, 1)
+        clicked = int(lines.get_attribute("data-lines"))
+        assert 0 < hovered < before and clicked == hovered
+        assert lines.get_attribute("data-focus") == "q10"
+        widget.screenshot(path=str(SHOTS / "notebook-widget-after-click-1280x800.png"))
+        page.set_viewport_size({"width": 1920, "height": 1080})
+        time.sleep(0.5)
+        widget.screenshot(path=str(SHOTS / "notebook-widget-after-click-1920x1080.png"))
+        # the static fallback of every view is there too, and the Plotly figures drew
+        assert page.locator(".js-plotly-plot").count() >= 4
+        assert not [u for u in outside if not u.startswith("http://127.0.0.1")], outside
+        browser.close()
