@@ -32,7 +32,8 @@ def lab(tmp_path_factory):
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
          "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={where}",
-         "--LabApp.news_url=None", "--LabApp.extension_manager=readonly", "--allow-root"],
+         "--LabApp.news_url=None", "--LabApp.extension_manager=readonly",
+         "--LabApp.expose_app_in_browser=True", "--allow-root"],
         cwd=where, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -66,12 +67,16 @@ def test_the_widget_runs_in_jupyterlab_and_isolates_a_token(lab) -> None:
         page.on("request", lambda r: r.url.startswith(local) or outside.append(r.url))
         page.goto(f"{lab}/lab/tree/example.ipynb")
         page.wait_for_selector(".jp-Notebook", timeout=90_000)
-        page.wait_for_selector(".jp-Notebook-ExecutionIndicator, .jp-KernelStatus", timeout=60_000)
-        time.sleep(2)  # the kernel connects
-        page.get_by_role("menuitem", name="Run", exact=True).click()
-        page.get_by_text("Run All Cells", exact=True).click()
+        # the kernel is connected and idle, then Run All through JupyterLab's own command
+        kernel = "window.jupyterapp?.shell?.currentWidget?.sessionContext?.session?.kernel?.status"
+        page.wait_for_function(f"() => {kernel} === 'idle'", timeout=120_000)
+        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
         lines = page.locator(".attnviz svg[data-role=lines]")
-        lines.wait_for(timeout=240_000)
+        try:
+            lines.wait_for(timeout=300_000)
+        except Exception:
+            page.screenshot(path=str(SHOTS / "notebook-failed-1280x800.png"))
+            raise
         widget = page.locator(".attnviz").first
         widget.scroll_into_view_if_needed()
         before = int(lines.get_attribute("data-lines"))
