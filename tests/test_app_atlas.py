@@ -114,3 +114,11 @@ def test_encoder_decoder_gets_a_grid_per_part(tmp_path):
     assert "Cross" in grid["layout"]["title"]["text"] or "cross" in grid["layout"]["title"]["text"]
     q = _link(at)["query"]
     assert q["b_part"] == ["cross"] and q["model"] == [str(tmp_path)] and q["layer"] == ["1"]
+
+
+def test_too_many_texts_are_cut_with_a_message():
+    lines = "\n".join(f"text number {i} is here" for i in range(60))
+    at = app(PAGE, {"at_texts": lines})
+    assert not at.exception, at.exception
+    assert any("71 texts is more than one atlas measures" in w.value for w in at.warning)
+    assert any("64 texts measured (60 of them yours)" in c.value for c in at.caption)
