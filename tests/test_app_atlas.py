@@ -25,11 +25,13 @@ def _grid(at) -> dict:
     return json.loads(at.get("plotly_chart")[0].proto.spec)
 
 
-def _link(at) -> dict:
-    links = at.get("page_link")
-    assert links, "no link into Head detail"
-    proto = links[0].proto
-    return {"page": proto.page, "query": parse_qs(proto.query_string)}
+def _link(at, key: str = "at_open_example") -> dict:
+    """The "Open this row in Head detail" link: the page it opens and its query."""
+    buttons = [b for b in at.get("link_button") if b.proto.id.endswith(key) or key in b.proto.id]
+    assert buttons, "no link into Head detail"
+    url = buttons[0].proto.url
+    page, _, query = url.partition("?")
+    return {"page": page, "query": parse_qs(query)}
 
 
 def test_opens_with_every_head_on_the_grid():
@@ -52,13 +54,20 @@ def test_link_opens_the_head_and_its_example():
     assert not at.exception, at.exception
     assert at.subheader[0].value == "Layer 0, head 2: previous token"
     assert float(at.metric[0].value) > 0.9  # previous token
+    from attnviz.engine.roles import probe_list
+
     link = _link(at)
-    assert link["page"].endswith("bert.py") or "bert" in link["page"]
+    assert link["page"] == "bert"
     q = link["query"]
     assert q["view"] == ["detail"] and q["layer"] == ["0"] and q["head"] == ["2"]
     i, k = (int(x) for x in q["mark"][0].split(","))
     assert k == i - 1  # a previous-token head's example points at the token before
-    assert q["text"][0]  # the probe text itself travels in the link
+    assert q["text"][0] in probe_list("en")  # the probe text itself travels in the link
+    # The link opens the model page on that text, that head, the cell outlined.
+    bert = app("app_pages/bert.py", {key: v[0] for key, v in q.items()})
+    assert not bert.exception, bert.exception
+    assert bert.session_state["text"] == q["text"][0]
+    assert any("Outlined" in c.value for c in bert.caption)
 
 
 def test_chinese_page():
@@ -114,3 +123,11 @@ def test_encoder_decoder_gets_a_grid_per_part(tmp_path):
     assert "Cross" in grid["layout"]["title"]["text"] or "cross" in grid["layout"]["title"]["text"]
     q = _link(at)["query"]
     assert q["b_part"] == ["cross"] and q["model"] == [str(tmp_path)] and q["layer"] == ["1"]
+
+
+def test_too_many_texts_are_cut_with_a_message():
+    lines = "\n".join(f"text number {i} is here" for i in range(60))
+    at = app(PAGE, {"at_texts": lines})
+    assert not at.exception, at.exception
+    assert any("71 texts is more than one atlas measures" in w.value for w in at.warning)
+    assert any("64 texts measured (60 of them yours)" in c.value for c in at.caption)

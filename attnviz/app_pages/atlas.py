@@ -26,7 +26,10 @@ pretrained.summary(model)
 with st.expander(t("at.texts"), expanded=False):
     probes = atlas.probe_language(model)
     own = atlas.own_texts()
-texts = (atlas.roles.probe_list(probes) + own)[: atlas.roles.MAX_TEXTS]
+texts = atlas.roles.probe_list(probes) + own
+if len(texts) > atlas.roles.MAX_TEXTS:
+    st.warning(t("at.too_many", n=len(texts), most=atlas.roles.MAX_TEXTS))
+    texts = texts[: atlas.roles.MAX_TEXTS]
 st.caption(t("at.texts_count", n=len(texts), own=len(own)))
 
 frame = atlas.measure(model, model_key, texts)

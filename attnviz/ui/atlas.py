@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from urllib.parse import quote, urlencode
 
 import pandas as pd
 import streamlit as st
@@ -212,24 +213,25 @@ def head_card(model, model_key: tuple, texts: list[str], row: pd.Series, part: s
         w=weights[k],
     )
     chart(figures.example_bars(weights, trace.key_tokens, i, k, title), key="at_example")
-    detail_link(model, text, part, layer, head, (i, k))
+    detail_link(model, text, part, layer, head, (i, k), "at_open_example")
 
 
-def detail_link(model, text: str, part: str, layer: int, head: int, mark: tuple[int, int]):
+def detail_link(
+    model, text: str, part: str, layer: int, head: int, mark: tuple[int, int], key: str
+) -> None:
     """A link that opens the Pretrained model page on `text`, Head detail of this head, with the
-    (query, key) cell outlined."""
+    (query, key) cell outlined, in a new tab: a fresh session takes the sentence from the link,
+    where in this session the sidebar's sentence would overrule ?text= (and st.switch_page
+    cannot carry it: the key is bound to a widget)."""
     params = {"text": text, "view": "detail", "layer": layer, "head": head}
     params["mark"] = f"{mark[0]},{mark[1]}"
     if model.name != DEFAULT_NAME:
         params["model"] = model.name
     if part != "encoder":
         params["b_part"] = part
-    st.page_link(
-        "app_pages/bert.py",
-        label=t("at.open_detail"),
-        icon=":material/open_in_new:",
-        query_params=params,
-    )
+    # Relative to this page (<base>/atlas), so it works behind a reverse proxy's path too.
+    href = "bert?" + urlencode(params, quote_via=quote)
+    st.link_button(t("at.open_detail"), href, icon=":material/open_in_new:", key=key)
 
 
 def head_table(rows: pd.DataFrame) -> None:
@@ -337,4 +339,4 @@ def qk_map(model, model_key: tuple, texts: list[str], part: str, layer: int, hea
             text=ti,
         )
     )
-    detail_link(model, texts[ti], part, layer, head, mark)
+    detail_link(model, texts[ti], part, layer, head, mark, "at_open_point")

@@ -41,12 +41,18 @@ def test_grid_click_picks_a_head_and_opens_head_detail(page) -> None:
     assert picked and (picked.group(1), picked.group(2)) != ("0", "2"), picked
     assert f"at_layer={picked.group(1)}" in page.page.url or picked.group(1) == "0"
     assert f"at_head={picked.group(2)}" in page.page.url
-    # The example row opens in Head detail on the model page, with its cell outlined.
-    page.page.get_by_text("Open this row in Head detail").click()
-    page.wait_count(CHART, 1, timeout=120, at_least=True)
-    page.settle()
-    assert "/bert" in page.page.url and "mark=" in page.page.url and "view=detail" in page.page.url
-    page.shot("atlas-opened-in-head-detail")
+    # The example row opens in Head detail on the model page (a new tab), its cell outlined.
+    with page.page.context.expect_page() as opened:
+        page.page.get_by_text("Open this row in Head detail").click()
+    detail = Page.__new__(Page)
+    detail.url, detail.page, detail.size = page.url, opened.value, page.size
+    detail.page.wait_for_load_state()
+    detail.wait_count(CHART, 1, timeout=120, at_least=True)
+    detail.settle()
+    assert "/bert" in detail.page.url and "mark=" in detail.page.url
+    assert "Outlined" in detail.page.inner_text("body")
+    detail.shot("atlas-opened-in-head-detail")
+    detail.page.close()
 
 
 @pytest.mark.parametrize("size", [(1920, 1080), (1280, 800)])
