@@ -305,7 +305,7 @@ def test_every_page_with_hostile_texts(page: str) -> None:
     assert_page_is_clean(at, page)
     if any(t.key == "st_own" for t in at.toggle):  # the step page reads the text only when asked
         at.toggle(key="st_own").set_value(True).run()
-    models = ("model", "at_model")  # model names: test_model_box_with_hostile_names
+    models = ("model", "at_model", "g_model")  # model names: test_model_box_with_hostile_names
     areas = {w.key for w in at.text_area}
     boxes = [w.key for w in list(at.text_input) + list(at.text_area) if w.key not in models]
     assert "text" in boxes and "pair" in boxes  # the shared sidebar is on every page
@@ -319,12 +319,16 @@ def test_every_page_with_hostile_texts(page: str) -> None:
         assert_page_is_clean(at, f"{page} with text #{i} {text[:30]!r}")
 
 
-def test_model_box_with_hostile_names() -> None:
-    at = app("app_pages/bert.py")
+MODEL_BOXES = [("app_pages/bert.py", "model"), ("app_pages/generate.py", "g_model")]
+
+
+@pytest.mark.parametrize(("page", "key"), MODEL_BOXES)
+def test_model_box_with_hostile_names(page: str, key: str) -> None:
+    at = app(page)
     for name in corpus.MODEL_NAMES:
         if re.search("[\ud800-\udfff]", name):
             continue  # cannot travel as UTF-8 (the engine test covers it)
-        at.text_input(key="model").set_value(name).run()
+        at.text_input(key=key).set_value(name).run()
         assert_page_is_clean(at, f"model {name[:30]!r}")
         assert at.error or not name.strip(), f"{name[:30]!r} gave no message"
         home = str(Path("~").expanduser())
