@@ -16,7 +16,9 @@ LINE = quote("床前明月光，疑是地上", safe="")
 @pytest.mark.parametrize(("size", "lang"), [("page", "中文"), ("big_page", "English")])
 def test_trained_model_opens_by_name(size: str, lang: str, request) -> None:
     p = request.getfixturevalue(size)
-    p.open(f"bert?model={NAME}&device=cpu&text={LINE}&lang={quote(lang)}&view=detail&layer=3&head=5")
+    p.open(
+        f"bert?model={NAME}&device=cpu&text={LINE}&lang={quote(lang)}&view=detail&layer=3&head=5"
+    )
     assert p.wait_count(CHARTS, 3, timeout=90, at_least=True) >= 3
     body = p.page.inner_text("body")
     kv = "2 个 K/V 头" if lang == "中文" else "2 K/V heads"
