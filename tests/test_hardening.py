@@ -332,7 +332,8 @@ def test_public_mode_offers_only_the_allowlist(monkeypatch) -> None:
         at = app(BERT, {"model": "/etc"})
         assert not at.exception
         box = at.selectbox(key="model")
-        assert list(box.options) == ["sentence-transformers/all-MiniLM-L6-v2"]
+        # the bundled models: MiniLM and the one attnviz trained (attnviz.bundled_models())
+        assert list(box.options) == ["sentence-transformers/all-MiniLM-L6-v2", "attnviz-char-zh-en"]
         assert not any("/etc" in b for b in _bodies(at))
         assert budget().max_tokens == 256  # public mode's token limit
         from attnviz.serve.public import check_model
