@@ -3,7 +3,7 @@ the link reach the engine, and bad links or names get a message instead of a tra
 
 from __future__ import annotations
 
-from attnviz.engine.generate import Sampling, WhatIf, demo_decoder, generate
+from attnviz.engine.generate import TRAINED_DECODER, Sampling, WhatIf, generate
 from attnviz.engine.hooked import load_model
 from tests.apphelpers import app, page_text
 
@@ -18,7 +18,7 @@ def test_a_link_reopens_the_same_run_at_its_step() -> None:
     assert at.slider(key="g_step").value == 2
     assert at.session_state["g_ablate"] == ["L0H1", "L2H3"]
     run = generate(
-        load_model(demo_decoder(), device="cpu"), "The cat sat on the mat and", 5,
+        load_model(TRAINED_DECODER, device="cpu"), "The cat sat on the mat and", 5,
         Sampling(greedy=False, top_k=50, seed=9),
         WhatIf(temperature=2.0, ablate=frozenset({(0, 1), (2, 3)})),
     )  # fmt: skip

@@ -158,3 +158,14 @@ def test_bad_sampling_settings_are_refused() -> None:
 def test_an_encoder_is_refused() -> None:
     with pytest.raises(ValueError, match="only a decoder"):
         generate(load_model(None, device="cpu"), "the cat sat")
+
+
+def test_the_unknown_token_is_never_written() -> None:
+    # The trained character model maps every rare poem character to [UNK]; greedy decoding after
+    # a Tang line picked it five times in a row before the unknown token was taken out.
+    model = load_model("attnviz-char-zh-en")
+    run = generate(model, "床前明月光，", 8, Sampling(greedy=True))
+    new = run.tokens[run.n_prompt :]
+    assert len(new) == 8 and "[UNK]" not in new
+    unk = model.tokenizer.unk_token_id
+    assert all(i != unk for s in run.steps for i, _ in s.top)

@@ -153,9 +153,23 @@ def prompt_ids(model, prompt: str) -> list[int]:
     return list(ids)
 
 
-def _pick(logits: torch.Tensor, sampling: Sampling, gen: torch.Generator):
-    """(chosen id, its probability, the top candidates) from the logits after the last token."""
+def _unknown_id(tokenizer) -> int | None:
+    """The tokenizer's unknown token, which is not text and is never chosen (a character model
+    maps every rare character to it, and greedy decoding then writes [UNK] after [UNK]); None
+    when there is none or it doubles as the end-of-text token (GPT-2)."""
+    unk = getattr(tokenizer, "unk_token_id", None)
+    return None if unk is None or unk == getattr(tokenizer, "eos_token_id", None) else unk
+
+
+def _pick(
+    logits: torch.Tensor, sampling: Sampling, gen: torch.Generator, banned: int | None = None
+):
+    """(chosen id, its probability, the top candidates) from the logits after the last token;
+    `banned` (the unknown token) gets probability 0 and the rest are renormalised."""
     logits = logits.float().cpu()  # [vocab]
+    if banned is not None:
+        logits = logits.clone()
+        logits[banned] = float("-inf")
     if sampling.greedy:
         probs = torch.softmax(logits, -1)  # [vocab]
         chosen = int(torch.argmax(probs))
@@ -225,6 +239,7 @@ def generate(
     blocks = {id(b.attention): i for i, b in enumerate(model.blocks)}
     dev = torch.device(model.device)
     gen = torch.Generator().manual_seed(sampling.seed)
+    unknown = _unknown_id(model.tokenizer)
     eos = getattr(model.tokenizer, "eos_token_id", None)
     steps: list[Step] = []
     past = None
@@ -248,7 +263,7 @@ def generate(
             rows = torch.stack(
                 [record.layers[i]["weights"][0, :, -1] for i in range(model.n_layers)]
             )  # [layer, head, n_k]
-            chosen, p, top = _pick(out.logits[0, -1], sampling, gen)
+            chosen, p, top = _pick(out.logits[0, -1], sampling, gen, unknown)
             k_bytes = _cache_bytes(past) if cache else 0
             if not cache:  # what a cache would hold: the keys and values of every position
                 k_bytes = sum(
@@ -292,14 +307,16 @@ def generate(
     )
 
 
-DEMO_NAME = "attnviz/random-decoder"  # what the Generate page loads while no trained decoder ships
+TRAINED_DECODER = (
+    "attnviz-char-zh-en"  # what the Generate page loads with no name (attnviz.bundled_models)
+)
 
 
 def demo_decoder() -> str:
     """A folder holding a tiny random Llama (4 layers, 4 query heads, 2 K/V heads, d_model 64,
-    seed 0) with the bundled model's tokenizer: a decoder that loads offline, made once per
-    machine in the temporary folder. Its weights are random: its attention shows the mechanics
-    of generation (rows, cache, knobs), not anything learned."""
+    seed 0) with the bundled model's tokenizer, made once per machine in the temporary folder: a
+    cheap decoder for tests and examples. Its weights are random: its attention shows the
+    mechanics of generation (rows, cache, knobs), not anything learned."""
     import tempfile
     from pathlib import Path
 

@@ -6,12 +6,11 @@ import streamlit as st
 
 from attnviz.engine.budget import size
 from attnviz.engine.generate import (
-    DEMO_NAME,
     MAX_NEW_TOKENS,
+    TRAINED_DECODER,
     Generation,
     Sampling,
     WhatIf,
-    demo_decoder,
     generate,
 )
 from attnviz.engine.whatif import head_ids, parse_head_ids
@@ -22,24 +21,15 @@ from attnviz.ui.widgets import chart
 from attnviz.views import heatmaps, training
 
 
-@st.cache_resource(max_entries=1, show_spinner=False)
-def _demo_model():
-    from attnviz.engine.hooked import load_model
-
-    return load_model(demo_decoder(), device="cpu")
-
-
 def decoder():
-    """The decoder the page generates with (the demo random decoder unless a name is given), or
-    None after a message saying why not."""
+    """The decoder the page generates with (attnviz's own trained decoder unless a name is
+    given), or None after a message saying why not."""
     name = st.text_input(
         t("gen.model"), url.default("g_model"), help=t("gen.model_help"), **url.bound("g_model")
     ).strip()
     if not name:
-        with st.spinner(t("gen.demo_loading")):
-            model = _demo_model()
-        st.caption(t("gen.demo_note", name=markup.code(DEMO_NAME)))
-        return model
+        name = TRAINED_DECODER
+        st.caption(t("gen.default_note", name=markup.code(name)))
     model = get_model(name, "auto")
     if model is not None and model.kind != "decoder":
         st.warning(t("gen.not_decoder", name=markup.code(model.name), kind=model.kind))

@@ -153,7 +153,8 @@ TABLE = (
     Key("po_alpha", ("positions",), "choice", 2.0,
         options=(0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)),
     # attention while generating (issue 24)
-    Key("g_model", ("generate",), "text", "", doc="a decoder's Hub id or folder; empty: the demo"),
+    Key("g_model", ("generate",), "text", "",
+        doc="a decoder's Hub id or folder; empty: attnviz-char-zh-en"),  # fmt: skip
     Key("g_prompt", ("generate",), "text", "The cat sat on the mat and"),
     Key("g_n", ("generate",), "int", 16, lo=1, hi=64, doc="tokens to generate"),
     Key("g_greedy", ("generate",), "bool", True, doc="most likely token; off: sampled"),
