@@ -36,6 +36,7 @@ ALLOWED = set(
     e alpha delta Delta sqrt frac top Sublayer Var split_head inf nan NaN X_kv
     float32 float16 bfloat16 NumPy attnviz
     GPT Llama Qwen Mistral Gemma Phi OLMo Granite RoBERTa BART Abnar Zuidema AttentionViz PCA
+    BOS EOS ln Top sink Xiao StreamingLLM
     """,
     )
 )

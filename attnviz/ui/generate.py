@@ -74,7 +74,7 @@ def settings(model) -> tuple[str, int, Sampling, WhatIf] | None:
         if any(h not in ids for h in st.session_state.get("g_ablate", ())):
             st.session_state["g_ablate"] = [h for h in st.session_state["g_ablate"] if h in ids]
         off = w3.multiselect(t("gen.ablate"), ids, list(url.default("g_ablate")),
-                             **url.bound("g_ablate"))  # fmt: skip
+                             placeholder=t("bert.pick_heads"), **url.bound("g_ablate"))  # fmt: skip
     try:
         sampling = Sampling(greedy, float(temp), int(top_k), int(seed))
         what_if = WhatIf(use_scale, float(a_temp), frozenset(parse_head_ids(off)))
