@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.e2e.conftest import ROOT
+
 HEATMAPS = '[data-testid="stPlotlyChart"] .heatmaplayer'
 
 
@@ -64,8 +66,10 @@ def test_lesson_pages(name: str, size: str, request) -> None:
 def test_every_page_is_in_the_navigation(page) -> None:
     page.open()
     links = page.page.locator('[data-testid="stSidebarNav"] a')
-    assert links.count() == 8  # Explore: 2; Lesson path: 6 (Masks added)
-    for i in range(8):
+    pages = (ROOT / "attnviz" / "app.py").read_text(encoding="utf-8").count("st.Page(")
+    assert pages == 11  # Explore: 4 (with Generate and Head atlas); Lesson path: 7 (Training lab)
+    assert links.count() == pages
+    for i in range(pages):
         links.nth(i).click()
         page.settle()
 
