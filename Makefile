@@ -11,6 +11,9 @@ MALLOC := MALLOC_MMAP_THRESHOLD_=268435456 MALLOC_TRIM_THRESHOLD_=536870912 MALL
 # OpenMP's threads spin before they sleep: two traces at once spun against each other on two cores
 # (server CPU of a class: bench/load.py).
 SERVE_ENV := $(MALLOC) GOMP_SPINCOUNT=10000
+# Two test workers, one test file each at a time; each starts its own app server and browser once.
+# The browser tests mostly wait on their servers, so two overlap well even on two cores.
+PYTEST_WORKERS ?= -n 2 --dist loadfile
 
 .PHONY: run test lint unit e2e bench clean
 
@@ -38,13 +41,13 @@ run: $(RUN_STAMP)
 test: $(TEST_STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_WORKERS)
 
 unit: $(TEST_STAMP)
-	$(PY) -m pytest -m "not e2e"
+	$(PY) -m pytest $(PYTEST_WORKERS) -m "not e2e"
 
 e2e: $(TEST_STAMP)
-	$(PY) -m pytest -m e2e
+	$(PY) -m pytest $(PYTEST_WORKERS) -m e2e
 
 # bench/load.py starts its own servers (`make run`'s settings); BENCH_FLAGS=--quick for a short run.
 bench: $(TEST_STAMP)

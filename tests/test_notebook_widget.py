@@ -46,18 +46,6 @@ def test_the_widget_carries_the_module_and_the_weights_exactly(trace) -> None:
     assert zh.data["labels"]["temperature"] == "温度" and zh.data["labels"]["query"] != "query"
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not shutil.os.path.exists(CHROMIUM):
-        pytest.skip(f"no chromium at {CHROMIUM}")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
-
-
 def test_the_static_widget_isolates_masks_and_recomputes(trace, browser, tmp_path) -> None:
     w = attnviz.show(trace, view="explore", layer=1, head=2)
     page_file = tmp_path / "w.html"

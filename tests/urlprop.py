@@ -69,6 +69,9 @@ def flat(url: dict) -> list[tuple[str, str]]:
 # Widgets whose value is deliberately not in the link: a pasted document (up to 100,000
 # characters) is too long for an address bar; the page says so.
 SESSION_ONLY = frozenset({"long_doc"})
+# Buttons that start live work whose result is the session's, not the link's: a training run in
+# the Training lab (a link reopens its settings; the run is trained again on request).
+LIVE_ACTIONS = ("lab_train_",)
 
 
 def controls(at: AppTest) -> list:
@@ -76,7 +79,9 @@ def controls(at: AppTest) -> list:
     found = []
     for kind in SELECTION_KINDS + VALUE_KINDS:
         found += [w for w in at.get(kind) if not w.disabled and w.key not in SESSION_ONLY]
-    found += [b for b in at.get("button") if not b.disabled]
+    found += [
+        b for b in at.get("button") if not b.disabled and not (b.key or "").startswith(LIVE_ACTIONS)
+    ]
     return found
 
 

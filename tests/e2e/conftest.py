@@ -90,16 +90,6 @@ def server() -> str:
         proc.wait(timeout=20)
 
 
-@pytest.fixture(scope="session")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
-        yield b
-        b.close()
-
-
 class Page:
     """One browser tab on the app, with waits that know Streamlit."""
 

@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from tests.e2e.conftest import CHROME_ARGS, CHROMIUM, ROOT, SHOTS, _free_port
+from tests.e2e.conftest import ROOT, SHOTS, _free_port
 
 pytestmark = pytest.mark.slow
 
@@ -53,15 +53,10 @@ def lab(tmp_path_factory):
     log.close()
 
 
-def test_the_widget_runs_in_jupyterlab_and_isolates_a_token(lab) -> None:
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"no chromium at {CHROMIUM}")
-    from playwright.sync_api import sync_playwright
-
+def test_the_widget_runs_in_jupyterlab_and_isolates_a_token(lab, browser) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
         outside = []
         local = (lab, "data:", "blob:", "ws://127.0.0.1")
         page.on("request", lambda r: r.url.startswith(local) or outside.append(r.url))
@@ -98,4 +93,5 @@ def test_the_widget_runs_in_jupyterlab_and_isolates_a_token(lab) -> None:
         # the static fallback of every view is there too, and the Plotly figures drew
         assert page.locator(".js-plotly-plot").count() >= 4
         assert not [u for u in outside if not u.startswith("http://127.0.0.1")], outside
-        browser.close()
+    finally:
+        page.close()
