@@ -181,3 +181,50 @@ def test_a_lean_trace_stays_on_the_device_and_recomputes_the_cpu_numbers(llama, 
         block = lg.block("weights", 3, slice(2, 9), slice(0, 5))
         torch.testing.assert_close(block, lc.weights[3, 2:9, :5], atol=5e-5, rtol=1e-4)
     torch.testing.assert_close(pooled_weights(b, 4, 4), pooled_weights(a, 4, 4), atol=5e-5, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_the_fused_kernel_gives_the_blocked_path_numbers(dtype, causal) -> None:
+    # On a GPU, attend_lean takes z and the log-sum-exp from torch's fused kernels (FlashAttention
+    # for 16-bit inputs, the memory-efficient kernel for float32); a rule with an explicit key mask
+    # (every key allowed) sends the same inputs through the blocked path, which is exact.
+    from attnviz.engine.lean import MaskRule, attend_lean
+
+    torch.manual_seed(0)
+    n, d = 700, 64
+    q = torch.randn(1, 8, n, d, device=DEVICE).to(dtype)  # [b, head, q, d]
+    k = torch.randn(1, 2, n, d, device=DEVICE).to(dtype)  # [b, kv_head, k, d] (GQA, 4 per group)
+    v = torch.randn(1, 2, n, d, device=DEVICE).to(dtype)
+    keys = torch.ones(1, n, dtype=torch.bool, device=DEVICE)
+    z, lse = attend_lean(q, k, v, MaskRule(n, n, causal), d**-0.5)
+    z0, lse0 = attend_lean(q, k, v, MaskRule(n, n, causal, keys=keys), d**-0.5)
+    assert lse.shape == lse0.shape == (1, 8, n) and lse.dtype == torch.float32
+    torch.testing.assert_close(lse, lse0, atol=1e-4, rtol=1e-5)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(z.float(), z0.float(), atol=tol, rtol=tol)
+
+
+def test_a_bfloat16_lean_trace_of_a_long_input_sums_to_one(llama, tmp_path) -> None:
+    # The fused kernel's log-sum-exp makes the recomputed weights of a bfloat16 trace rows that
+    # sum to 1 and masked cells exactly 0, close to the float32 CPU trace's.
+    import attnviz.engine.budget as budget_module
+
+    cpu, _ = llama
+    cpu.model.save_pretrained(tmp_path)
+    cpu.tokenizer.save_pretrained(tmp_path)
+    half = load_model(str(tmp_path), device=DEVICE, dtype="bfloat16")
+    text = " ".join([TEXT] * 50)  # ~600 tokens
+    os.environ["ATTNVIZ_FULL_TRACE_BYTES"] = "1"
+    budget_module.budget.cache_clear()
+    try:
+        a, b = trace_model(cpu, text), trace_model(half, text)
+    finally:
+        del os.environ["ATTNVIZ_FULL_TRACE_BYTES"]
+        budget_module.budget.cache_clear()
+    assert b.meta["lean"] and b.layers[0].stored("q").dtype == torch.bfloat16
+    for la, lb in zip(a.layers, b.layers, strict=True):
+        w = lb.weights  # [head, q, k] float32 on the CPU
+        assert not torch.isnan(w).any() and (w.masked_select(~lb.mask) == 0).all()
+        torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]), atol=1e-4, rtol=0)
+        torch.testing.assert_close(w, la.weights, atol=3e-2, rtol=0)

@@ -104,6 +104,10 @@ def attend_lean(
         op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
         z, lse = op(q, k_full, v_full, 0.0, rule.causal, scale=scale)[:2]
         return z, lse.float()  # [b, head, q, d], [b, head, q]
+    if q.device.type == "cuda" and (rule.trivial or (plain_causal and n_q == rule.n_k)):
+        fused = _cuda_fused(q, k_full, v_full, rule.causal, scale)
+        if fused is not None:
+            return fused
     z = torch.empty_like(q)  # [b, head, q, d]
     lse = torch.empty(b, h, n_q, dtype=torch.float32, device=q.device)  # [b, head, q]
     step = block_rows(h, rule.n_k)
@@ -113,6 +117,7 @@ def attend_lean(
         rows = torch.arange(r0, r1, device=q.device)
         cols = torch.arange(lo, hi, device=q.device)
         ok = torch.stack([rule.allowed(rows, cols, i) for i in range(b)]).unsqueeze(1)
+        ok = ok.to(q.device)  # a rule's key mask may live on the CPU
         # ok: [b, 1, r, c]; a row with no allowed key gets z = 0 and lse = 0 (weights all 0)
         live = ok.any(-1, keepdim=True)  # [b, 1, r, 1]
         qb = q[:, :, r0:r1].float()  # [b, head, r, d]
@@ -123,6 +128,29 @@ def attend_lean(
         z[:, :, r0:r1] = (w @ v_full[:, :, lo:hi].float()).to(q.dtype)  # [b, head, r, d]
         lse[:, :, r0:r1] = m.squeeze(-1).masked_fill(~live.squeeze(-1), 0.0)
     return z, lse
+
+
+def _cuda_fused(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """z and the log-sum-exp from one of torch's fused CUDA kernels (FlashAttention for 16-bit
+    inputs, the memory-efficient kernel otherwise), which compute the log-sum-exp anyway for their
+    backward pass; None where neither takes these inputs (the blocked path runs instead)."""
+    n_q = q.shape[2]
+    args = (q.contiguous(), k.contiguous(), v.contiguous())
+    tries = []
+    if q.dtype in (torch.float16, torch.bfloat16) and q.shape[-1] <= 256:
+        tries.append(lambda: torch.ops.aten._scaled_dot_product_flash_attention(
+            *args, 0.0, causal, False, scale=scale)[:2])  # fmt: skip
+    tries.append(lambda: torch.ops.aten._scaled_dot_product_efficient_attention(
+        *args, None, True, 0.0, causal, scale=scale)[:2])  # fmt: skip
+    for op in tries:
+        try:
+            z, lse = op()
+        except (RuntimeError, NotImplementedError):  # this kernel does not take these inputs
+            continue
+        return z, lse[..., :n_q].float()  # [b, head, q, d]; the efficient kernel pads rows to 32
+    return None
 
 
 def _index(sel: slice | torch.Tensor | None, n: int) -> torch.Tensor:
