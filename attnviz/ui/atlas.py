@@ -178,14 +178,13 @@ def grid(rows: pd.DataFrame, part: str, chosen: tuple[int, int]) -> None:
     short = lambda role: t(f"at.short.{role}")  # noqa: E731
     axes = (t("at.layer"), t("at.head"))
     fig = figures.grid(rows, role_label, score_label, title, chosen, short, axes)
-    chart(
-        fig,
-        key="at_grid",
-        name=f"atlas_{part}",
-        on_select=_pick_from_grid,
-        selection_mode="points",
-    )
-    st.caption(t("at.grid_help"))
+    _clickable(fig, "at_grid", f"atlas_{part}", _pick_from_grid, t("at.grid_help"))
+
+
+def _clickable(fig, key: str, name: str, on_select, caption: str) -> None:
+    """A chart whose points are picked by a click (on_select reads the point), and its caption."""
+    chart(fig, key=key, name=name, on_select=on_select, selection_mode="points")
+    st.caption(caption)
 
 
 def head_card(model, model_key: tuple, texts: list[str], row: pd.Series, part: str) -> None:
@@ -307,14 +306,7 @@ def qk_map(model, model_key: tuple, texts: list[str], part: str, layer: int, hea
     fig = figures.qk_scatter(
         points, colour or "position", labels, t("at.qk_plot", layer=layer, head=head)
     )
-    chart(
-        fig,
-        key="at_qk_chart",
-        name=f"qk_L{layer}_H{head}",
-        on_select=_pick_point,
-        selection_mode="points",
-    )
-    st.caption(t("at.qk_caption"))
+    _clickable(fig, "at_qk_chart", f"qk_L{layer}_H{head}", _pick_point, t("at.qk_caption"))
     picked = st.session_state.get("_at_qk_point")
     if not picked or picked[0] >= len(traces):
         return
