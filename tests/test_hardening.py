@@ -354,3 +354,17 @@ def test_layers_slider_follows_the_budget_when_the_text_grows() -> None:
     assert not at.exception, at.exception
     assert at.slider(key="layers").max == 2 and at.slider(key="layers").value == 2
     assert not at.error
+
+
+def test_the_lab_limits_come_from_the_budget() -> None:
+    # ATTNVIZ_LAB_SECONDS / ATTNVIZ_LAB_RUNS are Budget fields, checked like every other limit
+    import subprocess
+    import sys
+
+    code = "import attnviz.engine.lab as lab; print(lab.LAB_SECONDS, lab.LAB_RUNS)"
+    env = dict(os.environ, ATTNVIZ_LAB_SECONDS="5", ATTNVIZ_LAB_RUNS="3")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.stdout.split() == ["5.0", "3"], done.stderr
+    env["ATTNVIZ_LAB_RUNS"] = "0"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode and "lab_runs=0 must be a positive whole number" in done.stderr

@@ -31,6 +31,10 @@ class Budget:
     # lean (q, k, v, z, the mask rule, log-sum-exp; weights recomputed on access)
     full_trace_bytes: int = 256 * MiB
     max_model_work: int = 2 * 10**12  # ATTNVIZ_MAX_MODEL_WORK: floating-point ops of one forward
+    # The training lab shares the server's cores with every other page: a run's wall-clock limit
+    # in seconds (ATTNVIZ_LAB_SECONDS), how many runs train at once per process (ATTNVIZ_LAB_RUNS)
+    lab_seconds: int = 60
+    lab_runs: int = 2
 
     def __post_init__(self) -> None:
         for f in fields(self):

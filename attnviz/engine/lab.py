@@ -12,7 +12,6 @@ attnviz.serve.lab runs these in the background.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,10 +24,10 @@ from attnviz.engine.attention import masked_softmax
 from attnviz.engine.budget import budget, size
 
 INDUCTION_THRESHOLD = 0.5  # a head "is" an induction head once its score passes this
-# A run's wall-clock limit (ATTNVIZ_LAB_SECONDS) and how many runs may train at once in one
-# process (ATTNVIZ_LAB_RUNS): the lab shares the server's cores with every other page.
-LAB_SECONDS = float(os.environ.get("ATTNVIZ_LAB_SECONDS", "60"))
-LAB_RUNS = int(os.environ.get("ATTNVIZ_LAB_RUNS", "2"))
+# A run's wall-clock limit and how many runs may train at once in one process: the budget's
+# lab_seconds and lab_runs (ATTNVIZ_LAB_SECONDS, ATTNVIZ_LAB_RUNS).
+LAB_SECONDS = float(budget().lab_seconds)
+LAB_RUNS = budget().lab_runs
 MAX_STEPS = 5000
 HELD_OUT = 64  # sequences every measurement is made on (the same ones all run long)
 LAB_WORK_PER_BUDGET = 20  # a run may do this many times the work of one trace (max_work)
