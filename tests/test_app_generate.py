@@ -36,6 +36,13 @@ def test_bad_links_and_names_get_messages() -> None:
     assert "reads at most" in " ".join(e.value for e in at.error)
     at = app(PAGE, {"g_prompt": "   "})
     assert not at.exception and "prompt is empty" in " ".join(e.value for e in at.error)
-    at = app(PAGE, {"g_model": "/no/such/folder"})
+    at = app(PAGE, {"g_model": "/no/such/folder", "g_prompt": "my own prompt",
+                    "g_ablate": ["L0H1"]})  # fmt: skip
     assert not at.exception and at.error
     assert "Traceback" not in page_text(at)
+    # the prompt and settings stay on the page after a bad model name: nothing typed is lost
+    assert at.text_area(key="g_prompt").value == "my own prompt"
+    assert at.session_state["g_ablate"] == ["L0H1"] and not at.get("plotly_chart")
+    at.text_input(key="g_model").set_value("").run()  # back to the trained decoder
+    assert not at.exception and at.text_area(key="g_prompt").value == "my own prompt"
+    assert at.session_state["g_ablate"] == ["L0H1"] and at.get("plotly_chart")

@@ -9,9 +9,8 @@ t = ui.t
 st.title(t("gen.title"))
 st.markdown(t("gen.intro"))
 model = generate.decoder()
-if model is not None:
-    chosen = generate.settings(model)
-    if chosen is not None:
-        run = generate.run(model, *chosen)
-        if run is not None:
-            generate.show(run)
+chosen = generate.settings(model)  # drawn after a bad model name too: nothing typed is lost
+if model is not None and chosen is not None:
+    run = generate.run(model, *chosen)
+    if run is not None:
+        generate.show(run)

@@ -46,7 +46,8 @@ def _run(
 
 def settings(model) -> tuple[str, int, Sampling, WhatIf] | None:
     """The prompt and every setting of the run, from widgets bound to the URL; None (after a
-    message) when they do not make a run."""
+    message) when they do not make a run. Drawn without a model too (after a bad model name), so
+    that the prompt and settings typed so far stay."""
     prompt = st.text_area(
         t("gen.prompt"), url.default("g_prompt"), height=80, **url.bound("g_prompt")
     )
@@ -70,8 +71,12 @@ def settings(model) -> tuple[str, int, Sampling, WhatIf] | None:
         a_temp = w2.number_input(
             t("gen.atemp"), 0.05, 20.0, url.default("g_temp"), 0.1, **url.bound("g_temp")
         )
-        ids = head_ids(model.n_layers, model.n_heads)
-        if any(h not in ids for h in st.session_state.get("g_ablate", ())):
+        kept = list(st.session_state.get("g_ablate", ()))
+        if model is not None:
+            ids = head_ids(model.n_layers, model.n_heads)
+        else:  # no model to list its heads: keep what the session or the link has
+            ids = list(dict.fromkeys(kept + url.values("g_ablate")))
+        if any(h not in ids for h in kept):
             st.session_state["g_ablate"] = [h for h in st.session_state["g_ablate"] if h in ids]
         off = w3.multiselect(t("gen.ablate"), ids, list(url.default("g_ablate")),
                              placeholder=t("bert.pick_heads"), **url.bound("g_ablate"))  # fmt: skip

@@ -233,6 +233,12 @@ def read(name: str, **context: Any) -> Any:
         return default(name, **context)
 
 
+def values(name: str) -> list[str]:
+    """Every value a link gives a list key (?g_ablate=L0H1&g_ablate=L2H3), as typed."""
+    key(name)
+    return st.query_params.get_all(name)
+
+
 def present(name: str) -> bool:
     """Whether the link carries the key at all."""
     key(name)
