@@ -10,6 +10,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import torch
 
+from attnviz.engine.bands import THUMB
 from attnviz.engine.budget import check_rollout
 from attnviz.engine.lean import pooled_head
 from attnviz.engine.rollout import rollout
@@ -107,7 +108,7 @@ def overview_figure(trace: Trace, sel: Selection, width: int = MOSAIC_WIDTH) -> 
     tr, focus, n = sel.tr, sel.focus, _n(trace)
     mode = sel.scale or default_scale(n)
     # Long inputs get bigger thumbnails (more pooled pixels) and a power colour scale.
-    thumb = 48 if n <= LONG else 96
+    thumb = 48 if n <= LONG else THUMB
     gamma = {"power": GAMMA, "log": GAMMA / 2, "fixed": 1.0, "max": 1.0}[mode]
     rows_px = trace.n_layers * (thumb + 4) + 4
     cols_px = trace.n_heads * (thumb + 4) + 4
