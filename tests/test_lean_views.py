@@ -4,6 +4,7 @@ bars and the link grid; and rollout is refused with its size where the budget do
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -90,3 +91,34 @@ def test_rollout_is_refused_with_its_size_where_the_budget_does_not_allow_it(pai
     finally:
         monkeypatch.delenv("ATTNVIZ_MAX_TRACE_BYTES")
         budget_module.budget.cache_clear()
+
+
+def _pixels(uri: str) -> torch.Tensor:
+    import base64
+    import io
+
+    from PIL import Image
+
+    raw = base64.b64decode(uri.split(",", 1)[1])
+    return torch.as_tensor(np.array(Image.open(io.BytesIO(raw)).convert("RGB")))
+
+
+def test_a_wide_window_draws_scores_and_logits_as_pictures_and_keeps_the_weights(pair) -> None:
+    """Past NUMBERS_SIDE positions a side, scores and logits go as PNGs (the same for lean and
+    full), the weights stay numbers; a 256 window keeps numbers in all three."""
+    lean, full = pair
+    sel = Selection(layer=1, head=2, window=(10, 10 + panels.NUMBERS_SIDE + 1))
+    a, b = panels.detail_figures(lean, sel), panels.detail_figures(full, sel)
+    for fa, fb in zip(a[:2], b[:2], strict=True):
+        assert fa.data[0].type == "image" and fa.data[0].x0 == 10
+        pa, pb = _pixels(fa.data[0].source), _pixels(fb.data[0].source)
+        assert pa.shape == pb.shape == (257, 257, 3)
+        # q·k recomputed vs HF eager's stored scores: a cell may sit on a colour level's edge
+        assert (pa != pb).any(-1).float().mean() < 1e-3
+    assert a[2].data[0].type == "heatmap" and a[2].data[0].z.shape == (257, 257)
+    torch.testing.assert_close(
+        torch.as_tensor(a[2].data[0].z), torch.as_tensor(b[2].data[0].z), atol=1e-5, rtol=0,
+        equal_nan=True,
+    )  # fmt: skip
+    narrow = Selection(layer=1, head=2, window=(10, 10 + panels.NUMBERS_SIDE))
+    assert all(f.data[0].type == "heatmap" for f in panels.detail_figures(lean, narrow))

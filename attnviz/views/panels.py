@@ -151,6 +151,9 @@ def head_map(trace: Trace, layer: int, head: int, side: int) -> tuple[torch.Tens
     return w, tuple(w.shape)
 
 
+# Past this many positions a side, Head detail draws scores and logits as pictures (the wire's
+# ~1 MB a change: bench/long_latency.py); the weights keep their numbers up to a 512 window.
+NUMBERS_SIDE = 256
 HEAD_IMAGE_SIDE = 256  # pixels a side of the overview's chosen head on a long input
 
 
@@ -214,26 +217,51 @@ def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
         common.update(highlight_row=mark[0] - lo, highlight_col=mark[1] - lo)
     small = dict(common, height=side_h, auto_ticks=True)
     weights = lt.block("weights", head, qs, ks)  # [q, k] window
+    if hi - lo > NUMBERS_SIDE:
+        # A wide window: scores and logits in colour only (each ~1 MB as numbers at 512); the
+        # weights keep their numbers, and the CSV has the window's.
+        picture = dict(
+            start=(lo, lo), height=side_h, x_title=tr("w.key"), y_title=tr("w.query")
+        )  # fmt: skip
+        note = tr("long.colour_only", most=NUMBERS_SIDE)
+        pictures = [
+            images.signed_image(
+                matrix,
+                trace.key_tokens[ks],
+                trace.tokens[qs],
+                bound=bound or _bound(matrix),
+                title=title + note,
+                **picture,
+            )  # fmt: skip
+            for matrix, bound, title in (
+                (scores, bound_scores, tr("w.scores")),
+                (logits, bound_logits, tr("w.logits") + f" · × {lt.scale:.4g}"),
+            )
+        ]
+    else:
+        pictures = [
+            heatmaps.heatmap(
+                scores,  # [q, k] window
+                title=tr("w.scores"),
+                value_name="q·k",
+                signed=True,
+                zmin=None if bound_scores is None else -bound_scores,
+                zmax=bound_scores,
+                **small,
+            ),
+            heatmaps.heatmap(
+                logits,  # [q, k] window
+                title=tr("w.logits") + f" · × {lt.scale:.4g}",
+                value_name="logit",
+                signed=True,
+                zmin=None if bound_logits is None else -bound_logits,
+                zmax=bound_logits,
+                show_y_labels=long,
+                **small,
+            ),
+        ]
     return [
-        heatmaps.heatmap(
-            scores,  # [q, k] window
-            title=tr("w.scores"),
-            value_name="q·k",
-            signed=True,
-            zmin=None if bound_scores is None else -bound_scores,
-            zmax=bound_scores,
-            **small,
-        ),
-        heatmaps.heatmap(
-            logits,  # [q, k] window
-            title=tr("w.logits") + f" · × {lt.scale:.4g}",
-            value_name="logit",
-            signed=True,
-            zmin=None if bound_logits is None else -bound_logits,
-            zmax=bound_logits,
-            show_y_labels=long,
-            **small,
-        ),
+        *pictures,
         heatmaps.heatmap(
             weights,
             title=tr("w.weights"),
@@ -243,6 +271,12 @@ def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
             **colour_kwargs(weights, "fixed" if shared else mode, tr),
         ),
     ]
+
+
+def _bound(matrix: torch.Tensor) -> float:
+    """The largest finite |value| of a matrix (a signed colour scale's ends), 1 if none."""
+    finite = matrix[torch.isfinite(matrix)]
+    return float(finite.abs().max()) if finite.numel() else 1.0
 
 
 def rollout_figures(trace: Trace, sel: Selection, residual: bool = True) -> list[go.Figure]:
