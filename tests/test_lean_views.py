@@ -122,3 +122,23 @@ def test_a_wide_window_draws_scores_and_logits_as_pictures_and_keeps_the_weights
     )  # fmt: skip
     narrow = Selection(layer=1, head=2, window=(10, 10 + panels.NUMBERS_SIDE))
     assert all(f.data[0].type == "heatmap" for f in panels.detail_figures(lean, narrow))
+
+
+def test_the_budgets_refusals_speak_the_pages_language(monkeypatch) -> None:
+    """The engine refuses in English (its callers read str(err)); the page shows the Message in
+    its own language (attnviz.ui.language.said)."""
+    import attnviz.engine.budget as budget_module
+    from attnviz.i18n import Message
+
+    monkeypatch.setenv("ATTNVIZ_MAX_TRACE_BYTES", str(2**20))
+    budget_module.budget.cache_clear()
+    try:
+        with pytest.raises(ValueError) as refused:
+            budget_module.check_rollout(4, 8, 4096)
+    finally:
+        monkeypatch.delenv("ATTNVIZ_MAX_TRACE_BYTES")
+        budget_module.budget.cache_clear()
+    msg = refused.value.args[0]
+    assert isinstance(msg, Message) and str(refused.value).startswith("rollout multiplies 4 layers")
+    zh = msg.in_language("zh")
+    assert "本服务器允许 1.0 MiB" in zh and "4,096 × 4,096" in zh and "rollout multiplies" not in zh
