@@ -108,3 +108,24 @@ def test_one_pass_serves_both_and_is_memoized(monkeypatch) -> None:
     assert len(calls) == 1
     bands.summarize(layer, (8, 8), ())
     assert len(calls) == 2
+
+
+def test_weight_shift_of_lean_traces_equals_the_whole_weights_one(monkeypatch) -> None:
+    """The what-if's shift per head, a block of rows at a time, equals it from the whole maps."""
+    from attnviz.engine import lean
+    from attnviz.engine.stats import weight_shift
+
+    monkeypatch.setattr(lean, "BLOCK_CELLS", 60 * 7)  # 7-row blocks
+    tokens = [f"t{i}" for i in range(50)]
+
+    def pair(seed: int) -> tuple[Trace, Trace]:
+        layers = [lean_layer(50, 50, RULES["window"], seed=seed + s) for s in range(2)]
+        copies = [full_copy(la) for la in layers]
+        return Trace(tokens=tokens, layers=layers, source="t"), Trace(
+            tokens=tokens, layers=copies, source="t"
+        )
+
+    (a, a_full), (b, b_full) = pair(0), pair(10)
+    want = weight_shift(a_full, b_full)  # [layer, head]
+    assert float(want.min()) > 0.05
+    torch.testing.assert_close(weight_shift(a, b), want, atol=1e-6, rtol=1e-5)

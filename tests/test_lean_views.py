@@ -72,6 +72,17 @@ def test_head_image_window_query_and_link_views_agree(pair) -> None:
     link_a, link_b = panels.link_figure(lean, sel), panels.link_figure(full, sel)
     assert torch.all(torch.as_tensor(link_a.data[0].z) == 0)  # key 5 is hidden in every head
     assert torch.allclose(torch.as_tensor(link_a.data[0].z), torch.as_tensor(link_b.data[0].z))
+    from attnviz.engine.stats import heads_linking
+
+    ranked, want = heads_linking(lean, 200, 150, top=5), heads_linking(full, 200, 150, top=5)
+    assert [r[:2] for r in ranked] == [r[:2] for r in want]
+    assert all(abs(a[2] - b[2]) < 1e-5 for a, b in zip(ranked, want, strict=True))
+    from attnviz.engine.links import default_link
+    from attnviz.engine.stats import weight_shift
+
+    assert default_link(lean) == default_link(full)
+    # the what-if's shift: a lean pair against the full pair of the same two traces
+    torch.testing.assert_close(weight_shift(lean, full), torch.zeros(2, 4), atol=1e-5, rtol=0)
     heads = panels.heads_figures(lean, Selection(layer=0))
     assert len(heads) == lean.n_heads and heads[0].data[0].type == "image"
 

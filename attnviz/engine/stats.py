@@ -106,10 +106,30 @@ def mean_entropy(weights: torch.Tensor) -> float:
 def weight_shift(new: Trace, base: Trace) -> torch.Tensor:
     """How far each head's weights moved: mean over queries of the total variation distance
     0.5 · Σ_k |new − base|, in [0, 1]. [layer, head]"""
+    if any(lt.lean for lt in new.layers + base.layers):
+        return _weight_shift_in_blocks(new, base)
     a, b = new.weights(), base.weights()  # [layer, head, q, k]
     if a.shape != b.shape:
         raise ValueError(f"traces differ in shape: {tuple(a.shape)} vs {tuple(b.shape)}")
     return 0.5 * (a - b).abs().sum(-1).mean(-1)
+
+
+def _weight_shift_in_blocks(new: Trace, base: Trace) -> torch.Tensor:
+    """weight_shift a block of rows of one head at a time (long inputs: never n x n at once)."""
+    from attnviz.engine.lean import BLOCK_CELLS
+
+    shapes = [(lt.n_heads, lt.n_q, lt.n_k) for lt in new.layers]
+    if shapes != [(lt.n_heads, lt.n_q, lt.n_k) for lt in base.layers]:
+        raise ValueError("traces differ in shape: their layers' heads, queries or keys")
+    out = torch.zeros(len(shapes), shapes[0][0], dtype=torch.float64)  # [layer, head]
+    for i, (a, b) in enumerate(zip(new.layers, base.layers, strict=True)):
+        step = max(1, BLOCK_CELLS // a.n_k)
+        for h in range(a.n_heads):
+            for r0 in range(0, a.n_q, step):
+                rows = slice(r0, min(a.n_q, r0 + step))
+                diff = a.block("weights", h, rows) - b.block("weights", h, rows)  # [r, k]
+                out[i, h] += float(diff.abs().sum(dtype=torch.float64))
+    return (0.5 * out / shapes[0][1]).float()
 
 
 def heads_linking(
@@ -117,10 +137,14 @@ def heads_linking(
 ) -> list[tuple[int, int, float]]:
     """The heads that put the most weight from `query` on `key`, as (layer, head, weight), best
     first: which head links "it" to "animal"?"""
-    n_q, n_k = trace.layers[0].weights.shape[-2:]
+    n_q, n_k = trace.layers[0].n_q, trace.layers[0].n_k
     if not (0 <= query < n_q and 0 <= key < n_k):
         raise ValueError(f"query={query}, key={key} must be positions below {n_q} and {n_k}")
-    w = trace.weights()[:, :, query, key]  # [layer, head]
+    # one cell of each head (a lean trace recomputes just it, never every n x n map)
+    w = torch.stack([
+        torch.stack([lt.block("weights", h, [query], [key])[0, 0] for h in range(lt.n_heads)])
+        for lt in trace.layers
+    ])  # [layer, head]  # fmt: skip
     order = torch.argsort(w.flatten(), descending=True)[:top]
     n_heads = w.shape[1]
     return [(int(i) // n_heads, int(i) % n_heads, float(w.flatten()[i])) for i in order]
