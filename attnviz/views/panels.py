@@ -376,6 +376,8 @@ def link_figure(trace: Trace, sel: Selection) -> go.Figure:
         zmin=0.0,
         zmax=max(float(grid.max()), 1e-6),
         show_values=grid.numel() <= 400,
+        # a long input's weights are ~1/n: two decimals would print 0.00 in every cell
+        value_format=".2f" if float(grid.max()) >= 0.05 else ".2g",
         height=90 + 34 * grid.shape[0],
         x_title=tr("ex.head"),
         y_title=tr("pg.layer"),
