@@ -95,7 +95,11 @@ def main() -> None:
                 for name, sec, nbytes, drew, error in steps:
                     trace_step = name.startswith("paste")
                     met = sec <= TARGET_S and nbytes <= TARGET_BYTES
-                    verdict = "-" if trace_step else ("met" if met else "NOT met")
+                    over = [f"+{sec - TARGET_S:.2f} s"] if sec > TARGET_S else []
+                    over += [f"+{(nbytes - TARGET_BYTES) / 1024:.0f} KiB"] * (nbytes > TARGET_BYTES)
+                    verdict = (
+                        "-" if trace_step else ("met" if met else f"NOT met ({', '.join(over)})")
+                    )
                     print(f"  {name:<34} {sec:6.2f} {nbytes / 1024:8.0f}  "
                           f"{'yes' if drew else 'NO':<5}  {verdict}")  # fmt: skip
                     if error:

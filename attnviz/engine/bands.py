@@ -17,9 +17,10 @@ import torch
 
 from attnviz.engine.lean import MaskRule, _key_range, _safe_cols
 
-# Cells of one band (every head): 4M float32 = 16 MiB. Smaller bands spend more in Python per
-# band than they win in cache (bench/long_context.py at 4,096 tokens: 2^20 cells was slower).
-BAND_CELLS = 2**22
+# Cells of one band (every head): 2M float32 = 8 MiB. At 4,096 tokens one pass took 2.7 / 2.0 /
+# 1.9 / 2.2 s with 2^19 / 2^20 / 2^21 / 2^22 cells (best of 3, load average 4): smaller bands
+# spend more in Python per band than they win in cache.
+BAND_CELLS = 2**21
 LN2 = 0.6931471805599453
 LOG2E = 1.4426950408889634  # exp(x) = 2^(x·log2 e); exp2 is a third faster than exp on a CPU
 

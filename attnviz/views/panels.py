@@ -352,8 +352,7 @@ def query_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
             signed=True,
             # a long input: every key in a page-high map (22 px a key would be 90,000 px)
             height=max(260, 22 * k.shape[0]) if k.shape[0] <= LONG else 900,
-            max_ticks=16,
-            auto_ticks=k.shape[0] > LONG,
+            max_ticks=16 if k.shape[0] <= LONG else 32,
             x_title=tr("w.dim"),
             y_title=tr("w.key"),
         ),
