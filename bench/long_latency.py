@@ -87,8 +87,9 @@ def main() -> None:
                   f"{os.environ['OMP_NUM_THREADS']}; the issue-22 Llama; {args.tokens:,} tokens; "
                   f"{os.cpu_count()} cores")  # fmt: skip
             print(f"targets: each change <= {TARGET_S} s and <= {TARGET_BYTES / 2**20:.0f} MiB")
-            print(f"command: OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} "
-                  f"{Path(sys.executable).name} bench/long_latency.py {' '.join(sys.argv[1:])}")  # fmt: skip
+            flags = " ".join(sys.argv[1:])
+            threads = os.environ["OMP_NUM_THREADS"]
+            print(f"command: OMP_NUM_THREADS={threads} python bench/long_latency.py {flags}")
             for d in range(args.documents):
                 load = os.getloadavg()[0]
                 steps = asyncio.run(one_document(server.url, folder, args.tokens, d + 1))
