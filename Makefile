@@ -55,6 +55,7 @@ bench: $(TEST_STAMP)
 	$(MALLOC) $(PY) bench/hooked.py
 	$(MALLOC) $(PY) bench/hostile.py
 	$(MALLOC) $(PY) bench/long_context.py
+	OMP_NUM_THREADS=1 $(PY) bench/long_latency.py
 	$(PY) bench/load.py $(BENCH_FLAGS)
 
 # The texts attnviz trains on (Debian's fortunes-zh, GPL-3, and fortunes); tests/test_trained.py

@@ -90,7 +90,9 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.name = name
-        env = {**os.environ, **MALLOC, **settings["env"]}
+        # `streamlit run` puts the script's folder on sys.path, not the checkout: a worktree
+        # whose venv does not install this checkout would not find `attnviz`
+        env = {**os.environ, **MALLOC, **settings["env"], "PYTHONPATH": str(ROOT)}
         cmd = [
             *settings["cmd"],
             "attnviz/app.py",

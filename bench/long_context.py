@@ -10,7 +10,8 @@ side runs in a fresh process with one torch thread, so that its peak RSS is its 
   with logits for the last position only (what trace_model computes too);
 - trace: attnviz.load_model + trace_model (lean past the full-trace byte limit), then, in the
   same process after its peak RSS is read, the time to draw the overview mosaic, one head's
-  image, a 512 x 512 window of Head detail and the head statistics.
+  image, a 512 x 512 window of Head detail and the head statistics (the overview's one pass over
+  bands makes the statistics too, memoized: "stats" is what they cost after the overview).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ bars and the link grid; and rollout is refused with its size where the budget do
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -71,6 +72,17 @@ def test_head_image_window_query_and_link_views_agree(pair) -> None:
     link_a, link_b = panels.link_figure(lean, sel), panels.link_figure(full, sel)
     assert torch.all(torch.as_tensor(link_a.data[0].z) == 0)  # key 5 is hidden in every head
     assert torch.allclose(torch.as_tensor(link_a.data[0].z), torch.as_tensor(link_b.data[0].z))
+    from attnviz.engine.stats import heads_linking
+
+    ranked, want = heads_linking(lean, 200, 150, top=5), heads_linking(full, 200, 150, top=5)
+    assert [r[:2] for r in ranked] == [r[:2] for r in want]
+    assert all(abs(a[2] - b[2]) < 1e-5 for a, b in zip(ranked, want, strict=True))
+    from attnviz.engine.links import default_link
+    from attnviz.engine.stats import weight_shift
+
+    assert default_link(lean) == default_link(full)
+    # the what-if's shift: a lean pair against the full pair of the same two traces
+    torch.testing.assert_close(weight_shift(lean, full), torch.zeros(2, 4), atol=1e-5, rtol=0)
     heads = panels.heads_figures(lean, Selection(layer=0))
     assert len(heads) == lean.n_heads and heads[0].data[0].type == "image"
 
@@ -90,3 +102,54 @@ def test_rollout_is_refused_with_its_size_where_the_budget_does_not_allow_it(pai
     finally:
         monkeypatch.delenv("ATTNVIZ_MAX_TRACE_BYTES")
         budget_module.budget.cache_clear()
+
+
+def _pixels(uri: str) -> torch.Tensor:
+    import base64
+    import io
+
+    from PIL import Image
+
+    raw = base64.b64decode(uri.split(",", 1)[1])
+    return torch.as_tensor(np.array(Image.open(io.BytesIO(raw)).convert("RGB")))
+
+
+def test_a_wide_window_draws_scores_and_logits_as_pictures_and_keeps_the_weights(pair) -> None:
+    """Past NUMBERS_SIDE positions a side, scores and logits go as PNGs (the same for lean and
+    full), the weights stay numbers; a 256 window keeps numbers in all three."""
+    lean, full = pair
+    sel = Selection(layer=1, head=2, window=(10, 10 + panels.NUMBERS_SIDE + 1))
+    a, b = panels.detail_figures(lean, sel), panels.detail_figures(full, sel)
+    for fa, fb in zip(a[:2], b[:2], strict=True):
+        assert fa.data[0].type == "image" and fa.data[0].x0 == 10
+        pa, pb = _pixels(fa.data[0].source), _pixels(fb.data[0].source)
+        assert pa.shape == pb.shape == (257, 257, 3)
+        # q·k recomputed vs HF eager's stored scores: a cell may sit on a colour level's edge
+        assert (pa != pb).any(-1).float().mean() < 1e-3
+    assert a[2].data[0].type == "heatmap" and a[2].data[0].z.shape == (257, 257)
+    torch.testing.assert_close(
+        torch.as_tensor(a[2].data[0].z), torch.as_tensor(b[2].data[0].z), atol=1e-5, rtol=0,
+        equal_nan=True,
+    )  # fmt: skip
+    narrow = Selection(layer=1, head=2, window=(10, 10 + panels.NUMBERS_SIDE))
+    assert all(f.data[0].type == "heatmap" for f in panels.detail_figures(lean, narrow))
+
+
+def test_the_budgets_refusals_speak_the_pages_language(monkeypatch) -> None:
+    """The engine refuses in English (its callers read str(err)); the page shows the Message in
+    its own language (attnviz.ui.language.said)."""
+    import attnviz.engine.budget as budget_module
+    from attnviz.i18n import Message
+
+    monkeypatch.setenv("ATTNVIZ_MAX_TRACE_BYTES", str(2**20))
+    budget_module.budget.cache_clear()
+    try:
+        with pytest.raises(ValueError) as refused:
+            budget_module.check_rollout(4, 8, 4096)
+    finally:
+        monkeypatch.delenv("ATTNVIZ_MAX_TRACE_BYTES")
+        budget_module.budget.cache_clear()
+    msg = refused.value.args[0]
+    assert isinstance(msg, Message) and str(refused.value).startswith("rollout multiplies 4 layers")
+    zh = msg.in_language("zh")
+    assert "本服务器允许 1.0 MiB" in zh and "4,096 × 4,096" in zh and "rollout multiplies" not in zh

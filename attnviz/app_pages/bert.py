@@ -75,7 +75,7 @@ with st.expander(t("bert.whatif"), expanded=False):
     try:
         base_trace = models.model_trace(model, model_key, text, ui.pair())
     except (ValueError, TypeError) as err:
-        st.info(t("err.empty") if "empty" in str(err) else markup.escape(err))
+        st.info(t("err.empty") if "empty" in str(err) else markup.escape(ui.said(err)))
         st.stop()
     tokens = base_trace.tokens
     masked = st.multiselect(

@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass, fields
 from functools import cache
 
+from attnviz.i18n import Message
+
 MiB = 2**20
 GiB = 2**30
 
@@ -221,18 +223,16 @@ def check_model_trace(model, batch: int, n: int) -> None:
     need = model_trace_need(model, batch, n)
     limit = budget().max_trace_bytes
     if need > limit:
-        raise ValueError(
-            f"tracing {batch} input(s) of {n} tokens through {model.n_layers} layers needs "
-            f"{size(need)}; this server allows {size(limit)}: use fewer or shorter inputs "
-            f"(max_length={longest_input(model, batch)} fits)"
-        )
+        raise ValueError(Message(
+            "budget.trace_bytes", batch=batch, n=n, layers=model.n_layers, need=size(need),
+            limit=size(limit), fits=longest_input(model, batch),
+        ))  # fmt: skip
     flops, most = model_work(model, batch, n), budget().max_model_work
     if flops > most:
-        raise ValueError(
-            f"tracing {batch} input(s) of {n} tokens through {model.n_layers} layers is "
-            f"{work(flops)} of work; this server allows {work(most)}: use a shorter input "
-            f"(max_length={longest_input(model, batch)} fits)"
-        )
+        raise ValueError(Message(
+            "budget.trace_work", batch=batch, n=n, layers=model.n_layers, work=work(flops),
+            most=work(most), fits=longest_input(model, batch),
+        ))  # fmt: skip
 
 
 def rollout_bytes(n_layers: int, n_heads: int, n: int) -> int:
@@ -246,8 +246,7 @@ def check_rollout(n_layers: int, n_heads: int, n: int) -> None:
     need, limit = rollout_bytes(n_layers, n_heads, n), budget().max_trace_bytes
     if need > limit:
         fits = int((limit / (8 * (n_layers + 2) + FLOAT * n_heads)) ** 0.5)
-        raise ValueError(
-            f"rollout multiplies {n_layers} layers of {n:,} x {n:,} weights: {size(need)}; this "
-            f"server allows {size(limit)} (ATTNVIZ_MAX_TRACE_BYTES), enough for about {fits:,} "
-            f"tokens. The other views work at this length."
-        )
+        raise ValueError(Message(
+            "budget.rollout", layers=n_layers, n=f"{n:,}", need=size(need), limit=size(limit),
+            fits=f"{fits:,}",
+        ))  # fmt: skip

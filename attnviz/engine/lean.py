@@ -223,66 +223,6 @@ def _safe_cols(rule: MaskRule, r0: int, r1: int, c0: int, c1: int) -> tuple[int,
     return (a, b) if a < b else (c0, c0)
 
 
-def band_weights(
-    layer: object, r0: int, r1: int, need_ok: bool = True
-) -> tuple[torch.Tensor, int, int, torch.Tensor | None]:
-    """Every head's weights for query rows r0..r1-1, on the keys those rows may see: (weights
-    [head, r, c] CPU float32, first key, last key + 1, allowed [r, c] or None). The rule is
-    applied only where it can mask something (a causal band: its last columns)."""
-    q, k = layer.stored("q"), layer.stored("k")
-    rule = layer.__dict__["_stored_mask"]
-    c0, c1 = _key_range(rule, r0, r1)
-    dev = q.device
-    group = q.shape[0] // k.shape[0]
-    qb = q[:, r0:r1].float()  # [head, r, d]
-    kb = k[:, c0:c1].float()  # [kv, c, d]
-    if group > 1:
-        kb = kb.repeat_interleave(group, 0)  # [head, c, d]
-    lse = layer.stored("lse")[:, r0:r1].float().to(dev)  # [head, r]
-    w = torch.baddbmm(-lse.unsqueeze(-1), qb, kb.transpose(1, 2), alpha=layer.scale)
-    w = w.exp_()  # [head, r, c]
-    a, b = _safe_cols(rule, r0, r1, c0, c1)
-    rows = torch.arange(r0, r1)
-    for lo, hi in ((c0, a), (b, c1)):  # the columns the rule may mask
-        if hi > lo:
-            ok_part = rule.allowed(rows, torch.arange(lo, hi)).to(dev)  # [r, part]
-            w[:, :, lo - c0 : hi - c0].masked_fill_(~ok_part, 0.0)
-    ok = rule.allowed(rows, torch.arange(c0, c1)).cpu() if need_ok else None  # [r, c]
-    return w.cpu(), c0, c1, ok
-
-
-def pooled_layer(layer: object, th: int, tw: int) -> torch.Tensor:
-    """Every head's weights average-pooled to at most th x tw (adaptive_avg_pool2d's bins),
-    computed a band of rows at a time for all heads together. [head, <=th, <=tw] CPU float32"""
-    n_q, n_k, n_heads = layer.n_q, layer.n_k, layer.n_heads
-    th, tw = min(th, n_q), min(tw, n_k)
-    out = torch.zeros(n_heads, th, tw)
-    starts = [(i * n_q) // th for i in range(th)]
-    ends = [-(-((i + 1) * n_q) // th) for i in range(th)]
-    col_s = torch.tensor([(j * n_k) // tw for j in range(tw)])  # [tw]
-    col_e = torch.tensor([-(-((j + 1) * n_k) // tw) for j in range(tw)])  # [tw]
-    step = max(1, BLOCK_CELLS // (n_heads * n_k))  # input rows per band
-    r = 0
-    while r < th:
-        r_end = r + 1  # a band of whole output rows r .. r_end-1
-        while r_end < th and ends[r_end] - starts[r] <= step:
-            r_end += 1
-        lo, hi = starts[r], ends[r_end - 1]
-        w, c0, c1, _ = band_weights(layer, lo, hi, need_ok=False)  # [head, band, c]
-        # rows first (one pass over the band), then column bins from a prefix sum
-        summed = torch.stack(
-            [w[:, starts[i] - lo : ends[i] - lo].sum(1) for i in range(r, r_end)], 1
-        )  # [head, out rows, c]
-        prefix = torch.nn.functional.pad(summed.cumsum(-1, dtype=torch.float64), (1, 0))
-        s = (col_s.clamp(c0, c1) - c0).view(1, 1, -1).expand(n_heads, r_end - r, -1)
-        e = (col_e.clamp(c0, c1) - c0).view(1, 1, -1).expand(n_heads, r_end - r, -1)
-        bins = prefix.gather(-1, e) - prefix.gather(-1, s)  # [head, out rows, tw]
-        n_rows = torch.tensor([ends[i] - starts[i] for i in range(r, r_end)]).view(1, -1, 1)
-        out[:, r:r_end] = (bins / (n_rows * (col_e - col_s).view(1, 1, -1))).float()
-        r = r_end
-    return out
-
-
 def pooled_head(layer: object, head: int, th: int, tw: int) -> torch.Tensor:
     """One head's weights average-pooled to at most th x tw, computed a band of rows at a time
     (never the whole n x n map at once). [<=th, <=tw] CPU float32"""

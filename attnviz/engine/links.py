@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from attnviz.engine.trace import Trace
 
 # Words whose antecedent is the classic question (note 004: "it" → "animal").
@@ -49,6 +51,7 @@ def default_link(trace: Trace) -> tuple[int, int]:
         if pronoun is not None:  # a pronoun's antecedent comes before it
             far = [j for j in far if j < query] or far
         keys = far or [j for j in keys if j != query] or keys
-    strongest = trace.weights()[:, :, query, :].amax(dim=(0, 1))  # [k] best head per key
+    rows = [lt.block("weights", h, [query])[0] for lt in trace.layers for h in range(lt.n_heads)]
+    strongest = torch.stack(rows).amax(0)  # [k] best head per key (one row: a lean trace too)
     key = max(keys, key=lambda j: float(strongest[j]))
     return query, key

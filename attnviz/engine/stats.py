@@ -67,74 +67,29 @@ STATS = ("entropy", "entropy_rel", "max_weight", "distance", "self", "prev", "fi
 
 
 def _head_stats_in_bands(trace: Trace) -> dict[str, torch.Tensor]:
-    """head_stats, the same definitions, a band of query rows at a time (all heads together)."""
-    from attnviz.engine.lean import BLOCK_CELLS, band_weights
+    """head_stats, the same definitions, from one pass over bands of rows per layer (all heads
+    together; attnviz.engine.bands, shared with the overview's pooled map and memoized)."""
+    from attnviz.engine.bands import THUMB, specials_of, summarize
 
-    n_layers, n_heads = trace.n_layers, trace.n_heads
-    sums = {name: torch.zeros(n_layers, n_heads, dtype=torch.float64) for name in STATS}
-    counts = {name: torch.zeros(n_layers, dtype=torch.float64) for name in ("live", "wide", "prev")}
-    n_k = trace.layers[0].n_k
-    specials = sorted({p for ps in trace.special.values() for p in ps if p < n_k})
-    for i, layer in enumerate(trace.layers):
-        n_q = layer.n_q
-        step = max(1, BLOCK_CELLS // (n_heads * n_k))
-        for r0 in range(0, n_q, step):
-            r1 = min(n_q, r0 + step)
-            w, c0, c1, ok = band_weights(layer, r0, r1)  # [head, r, c] on keys c0..c1-1
-            rows, cols = torch.arange(r0, r1), torch.arange(c0, c1)  # [r], [c]
-            n_allowed = ok.sum(-1)  # [r]
-            live, wide = n_allowed > 0, n_allowed > 1
-            has_prev = live & (rows > 0) & (rows - 1 >= c0) & (rows - 1 < c1)
-            counts["live"][i] += int(live.sum())
-            counts["wide"][i] += int(wide.sum())
-            counts["prev"][i] += int((live & (rows > 0)).sum())
-            plogp = torch.where(w > 0, w * w.clamp_min(1e-30).log(), torch.zeros(()))
-            entropy = -plogp.sum(-1)  # [head, r]
-            max_h = torch.log(n_allowed.clamp_min(2).float())  # [r]
-            dist = (rows.unsqueeze(1) - cols).abs().float()  # [r, c]
-            first = w[:, :, 0] if c0 == 0 else torch.zeros(w.shape[:2])  # [head, r]
-            inside = [p - c0 for p in specials if c0 <= p < c1]
-            rows_of = {
-                "entropy": (entropy, live),
-                "entropy_rel": (entropy / max_h, wide),
-                "max_weight": (w.amax(-1), live),
-                "distance": ((w * dist).sum(-1), live),
-                "self": (_at(w, rows - c0, (rows >= c0) & (rows < c1)), live),
-                "prev": (_at(w, rows - 1 - c0, has_prev), live & (rows > 0)),
-                "first": (first, live),
-                "special": (w[:, :, inside].sum(-1) if inside else first * 0, live),
-            }
-            for name, (x, keep) in rows_of.items():
-                sums[name][i] += (x * keep).double().sum(-1)
+    specials = specials_of(trace)
+    parts = [summarize(layer, (THUMB, THUMB), specials) for layer in trace.layers]
     which = {"entropy_rel": "wide", "prev": "prev"}
     return {
-        name: (sums[name] / counts[which.get(name, "live")].clamp_min(1).unsqueeze(1)).float()
+        name: torch.stack(
+            [(p.sums[name] / max(1, p.rows[which.get(name, "live")])).float() for p in parts]
+        )  # [layer, head]  # fmt: skip
         for name in STATS
     }
 
 
-def _at(w: torch.Tensor, cols: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
-    """w[:, i, cols[i]] for each band row i where ok, else 0. [head, r]"""
-    out = torch.zeros(w.shape[:2])
-    idx = ok.nonzero().squeeze(-1)
-    out[:, idx] = w[:, idx, cols[idx]]
-    return out
-
-
 def layer_saturation(layer) -> tuple[float, float]:
-    """mean_max_weight and mean_entropy of every head and row of one layer, a band of rows at a
-    time (a lean layer: never its n x n maps at once)."""
-    from attnviz.engine.lean import BLOCK_CELLS, band_weights
+    """mean_max_weight and mean_entropy of every head and row of one layer, from the same pass
+    over bands as the overview (a lean layer: never its n x n maps at once)."""
+    from attnviz.engine.bands import THUMB, summarize
 
-    step = max(1, BLOCK_CELLS // (layer.n_heads * layer.n_k))
-    top = entropy = 0.0
-    for r0 in range(0, layer.n_q, step):
-        w, *_ = band_weights(layer, r0, min(layer.n_q, r0 + step))  # [head, r, c]
-        top += float(w.amax(-1).double().sum())
-        plogp = torch.where(w > 0, w * w.clamp_min(1e-30).log(), torch.zeros(()))
-        entropy -= float(plogp.sum(-1).double().sum())
+    part = summarize(layer, (THUMB, THUMB))
     cells = layer.n_heads * layer.n_q
-    return top / cells, entropy / cells
+    return float(part.sums["max_weight"].sum()) / cells, float(part.sums["entropy"].sum()) / cells
 
 
 def mean_max_weight(weights: torch.Tensor) -> float:
@@ -151,10 +106,30 @@ def mean_entropy(weights: torch.Tensor) -> float:
 def weight_shift(new: Trace, base: Trace) -> torch.Tensor:
     """How far each head's weights moved: mean over queries of the total variation distance
     0.5 · Σ_k |new − base|, in [0, 1]. [layer, head]"""
+    if any(lt.lean for lt in new.layers + base.layers):
+        return _weight_shift_in_blocks(new, base)
     a, b = new.weights(), base.weights()  # [layer, head, q, k]
     if a.shape != b.shape:
         raise ValueError(f"traces differ in shape: {tuple(a.shape)} vs {tuple(b.shape)}")
     return 0.5 * (a - b).abs().sum(-1).mean(-1)
+
+
+def _weight_shift_in_blocks(new: Trace, base: Trace) -> torch.Tensor:
+    """weight_shift a block of rows of one head at a time (long inputs: never n x n at once)."""
+    from attnviz.engine.lean import BLOCK_CELLS
+
+    shapes = [(lt.n_heads, lt.n_q, lt.n_k) for lt in new.layers]
+    if shapes != [(lt.n_heads, lt.n_q, lt.n_k) for lt in base.layers]:
+        raise ValueError("traces differ in shape: their layers' heads, queries or keys")
+    out = torch.zeros(len(shapes), shapes[0][0], dtype=torch.float64)  # [layer, head]
+    for i, (a, b) in enumerate(zip(new.layers, base.layers, strict=True)):
+        step = max(1, BLOCK_CELLS // a.n_k)
+        for h in range(a.n_heads):
+            for r0 in range(0, a.n_q, step):
+                rows = slice(r0, min(a.n_q, r0 + step))
+                diff = a.block("weights", h, rows) - b.block("weights", h, rows)  # [r, k]
+                out[i, h] += float(diff.abs().sum(dtype=torch.float64))
+    return (0.5 * out / shapes[0][1]).float()
 
 
 def heads_linking(
@@ -162,10 +137,14 @@ def heads_linking(
 ) -> list[tuple[int, int, float]]:
     """The heads that put the most weight from `query` on `key`, as (layer, head, weight), best
     first: which head links "it" to "animal"?"""
-    n_q, n_k = trace.layers[0].weights.shape[-2:]
+    n_q, n_k = trace.layers[0].n_q, trace.layers[0].n_k
     if not (0 <= query < n_q and 0 <= key < n_k):
         raise ValueError(f"query={query}, key={key} must be positions below {n_q} and {n_k}")
-    w = trace.weights()[:, :, query, key]  # [layer, head]
+    # one cell of each head (a lean trace recomputes just it, never every n x n map)
+    w = torch.stack([
+        torch.stack([lt.block("weights", h, [query], [key])[0, 0] for h in range(lt.n_heads)])
+        for lt in trace.layers
+    ])  # [layer, head]  # fmt: skip
     order = torch.argsort(w.flatten(), descending=True)[:top]
     n_heads = w.shape[1]
     return [(int(i) // n_heads, int(i) % n_heads, float(w.flatten()[i])) for i in order]

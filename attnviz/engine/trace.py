@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from attnviz.engine.lean import MaskRule, lean_block, pooled_layer
+from attnviz.engine.bands import specials_of, summarize
+from attnviz.engine.lean import MaskRule, lean_block
 
 _MISSING = object()
 
@@ -239,8 +240,8 @@ def pooled_weights(trace: Trace, th: int, tw: int) -> torch.Tensor:
     GPU trace copies only the pooled mosaic). [layer, head, <=th, <=tw], CPU float32"""
     out = []
     for layer in trace.layers:
-        if layer.lean:  # one head and one band of rows at a time: never n x n for all heads
-            out.append(pooled_layer(layer, th, tw))
+        if layer.lean:  # a band of rows at a time (all heads): never n x n for all heads
+            out.append(summarize(layer, (th, tw), specials_of(trace)).pooled)
             continue
         w = layer.stored("weights")  # [head, q, k] on its device
         n_q, n_k = w.shape[-2:]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.i18n import LANGUAGES, language_of, strings, translate
+from attnviz.i18n import localized as in_language
 from attnviz.ui import url
 
 
@@ -65,3 +66,9 @@ def localized(table, cells: tuple[str, ...] = ()):
     names = {c: t(f"col.{c}") for c in table.columns if f"col.{c}" in known}
     names |= {c: t("col.on", name=c[3:]) for c in table.columns if str(c).startswith("on ")}
     return table.rename(columns=names)
+
+
+def said(err: BaseException) -> str:
+    """An engine error's message in the page's language: one raised with an attnviz.i18n.Message
+    (the budget's refusals) is translated; any other as it is. Not escaped."""
+    return in_language(err.args[0], lang()) if err.args else str(err)

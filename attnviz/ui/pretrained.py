@@ -8,7 +8,7 @@ import streamlit as st
 from attnviz.engine.next_token import top_k
 from attnviz.engine.trace import Trace
 from attnviz.ui import markup, url
-from attnviz.ui.language import t
+from attnviz.ui.language import said, t
 from attnviz.ui.widgets import chart
 from attnviz.views import charts, heatmaps, spec
 
@@ -136,7 +136,7 @@ def grouping_section(text: str) -> None:
     try:
         trace = models.model_trace(model, (model.name, model.device, "float32"), text, None)
     except ValueError as err:
-        st.info(str(err))
+        st.info(markup.escape(said(err)))
         return
     if trace.parts:  # an encoder-decoder: the decoder's self-attention is where GQA would be
         trace = trace.part("decoder")

@@ -38,6 +38,7 @@ def heatmap(
     auto_ticks: bool = False,
     start: tuple[int, int] = (0, 0),
     colorbar_title: str = "",
+    value_format: str = ".2f",
 ) -> go.Figure:
     """A query x key matrix with tokens on both axes (integer positions, so repeats stay apart).
 
@@ -79,7 +80,7 @@ def heatmap(
         hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>{value} %{{z:.4f}}<extra></extra>",
     )
     if show_values and n_q * n_k <= 400:
-        trace["text"] = np.vectorize(lambda v: "" if np.isnan(v) else f"{v:.2f}")(z)
+        trace["text"] = np.vectorize(lambda v: "" if np.isnan(v) else format(v, value_format))(z)
         trace["texttemplate"] = "%{text}"
         trace["textfont"] = dict(size=11)
     data = [trace]

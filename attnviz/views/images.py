@@ -13,7 +13,15 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from attnviz.views.colour import HIGHLIGHT, MOSAIC_LEVELS, WEIGHTS_SCALE, _colour_lut, coloured, rgb
+from attnviz.views.colour import (
+    HIGHLIGHT,
+    MOSAIC_LEVELS,
+    SIGNED_SCALE,
+    WEIGHTS_SCALE,
+    _colour_lut,
+    coloured,
+    rgb,
+)
 from attnviz.views.spec import escape, figure, layout_dict, tick_step
 
 
@@ -207,6 +215,63 @@ def weights_image(
         showgrid=False,
         zeroline=False,
         range=[n_q - 0.5, -0.5],
+        scaleanchor="x",
+        constrain="domain",
+        title=dict(text=y_title, font=dict(size=12)),
+    )
+    return figure([image], layout_dict(title, height, dict(xaxis=xaxis, yaxis=yaxis)))
+
+
+def signed_image(
+    matrix: torch.Tensor,
+    x_tokens: Sequence[str],
+    y_tokens: Sequence[str],
+    *,
+    bound: float,
+    start: tuple[int, int] = (0, 0),
+    title: str = "",
+    height: int | None = None,
+    x_title: str = "key",
+    y_title: str = "query",
+    max_ticks: int = 32,
+) -> go.Figure:
+    """A window of signed values [q, k] (scores, logits) as a palette PNG, one pixel a cell,
+    coloured like heatmaps.heatmap(signed=True) from −bound (blue) to +bound (red); −inf and NaN
+    (masked logits) white. Colour only: a 512 x 512 window is ~1 MB as numbers, a few hundred KB
+    here. `start` (key, query): the window's first positions, which the axes count from."""
+    z = matrix.detach().float().cpu()  # [q, k]
+    n_q, n_k = z.shape
+    finite = torch.isfinite(z)
+    norm = (z.nan_to_num(0.0, 0.0, 0.0) / max(bound, 1e-12)).clamp(-1, 1)  # [q, k]
+    levels = MOSAIC_LEVELS
+    img = _colour_lut(SIGNED_SCALE, levels)[((norm + 1) / 2 * (levels - 1)).round().long().numpy()]
+    img[~finite.numpy()] = 255  # [q, k, rgb]
+    (x0, y0), xs, ys = start, escape(x_tokens), escape(y_tokens)
+    image = dict(
+        type="image",
+        source=png_data_uri(img),
+        x0=x0,
+        dx=1,
+        y0=y0,
+        dy=1,
+        hovertemplate=f"{html.escape(y_title)} %{{y:.0f}}<br>"
+        f"{html.escape(x_title)} %{{x:.0f}}<extra></extra>",
+    )
+    sx, sy = tick_step(n_k, max_ticks), tick_step(n_q, max_ticks)
+    axis = dict(tickmode="array", showgrid=False, zeroline=False)
+    xaxis = dict(
+        axis,
+        tickvals=[x0 + j for j in range(0, n_k, sx)],
+        ticktext=[f"{x0 + j}: {xs[j]}" for j in range(0, n_k, sx)],
+        tickangle=-90,
+        range=[x0 - 0.5, x0 + n_k - 0.5],
+        title=dict(text=x_title, font=dict(size=12)),
+    )
+    yaxis = dict(
+        axis,
+        tickvals=[y0 + i for i in range(0, n_q, sy)],
+        ticktext=[f"{y0 + i}: {ys[i]}" for i in range(0, n_q, sy)],
+        range=[y0 + n_q - 0.5, y0 - 0.5],
         scaleanchor="x",
         constrain="domain",
         title=dict(text=y_title, font=dict(size=12)),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import torch
 
+from attnviz.engine.bands import THUMB
 from attnviz.engine.budget import check_rollout
 from attnviz.engine.lean import pooled_head
 from attnviz.engine.rollout import rollout
@@ -107,7 +108,7 @@ def overview_figure(trace: Trace, sel: Selection, width: int = MOSAIC_WIDTH) -> 
     tr, focus, n = sel.tr, sel.focus, _n(trace)
     mode = sel.scale or default_scale(n)
     # Long inputs get bigger thumbnails (more pooled pixels) and a power colour scale.
-    thumb = 48 if n <= LONG else 96
+    thumb = 48 if n <= LONG else THUMB
     gamma = {"power": GAMMA, "log": GAMMA / 2, "fixed": 1.0, "max": 1.0}[mode]
     rows_px = trace.n_layers * (thumb + 4) + 4
     cols_px = trace.n_heads * (thumb + 4) + 4
@@ -150,6 +151,9 @@ def head_map(trace: Trace, layer: int, head: int, side: int) -> tuple[torch.Tens
     return w, tuple(w.shape)
 
 
+# Past this many positions a side, Head detail draws scores and logits as pictures (the wire's
+# ~1 MB a change: bench/long_latency.py); the weights keep their numbers up to a 512 window.
+NUMBERS_SIDE = 256
 HEAD_IMAGE_SIDE = 256  # pixels a side of the overview's chosen head on a long input
 
 
@@ -213,26 +217,51 @@ def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
         common.update(highlight_row=mark[0] - lo, highlight_col=mark[1] - lo)
     small = dict(common, height=side_h, auto_ticks=True)
     weights = lt.block("weights", head, qs, ks)  # [q, k] window
+    if hi - lo > NUMBERS_SIDE:
+        # A wide window: scores and logits in colour only (each ~1 MB as numbers at 512); the
+        # weights keep their numbers, and the CSV has the window's.
+        picture = dict(
+            start=(lo, lo), height=side_h, x_title=tr("w.key"), y_title=tr("w.query")
+        )  # fmt: skip
+        note = tr("long.colour_only", most=NUMBERS_SIDE)
+        pictures = [
+            images.signed_image(
+                matrix,
+                trace.key_tokens[ks],
+                trace.tokens[qs],
+                bound=bound or _bound(matrix),
+                title=title + note,
+                **picture,
+            )  # fmt: skip
+            for matrix, bound, title in (
+                (scores, bound_scores, tr("w.scores")),
+                (logits, bound_logits, tr("w.logits") + f" · × {lt.scale:.4g}"),
+            )
+        ]
+    else:
+        pictures = [
+            heatmaps.heatmap(
+                scores,  # [q, k] window
+                title=tr("w.scores"),
+                value_name="q·k",
+                signed=True,
+                zmin=None if bound_scores is None else -bound_scores,
+                zmax=bound_scores,
+                **small,
+            ),
+            heatmaps.heatmap(
+                logits,  # [q, k] window
+                title=tr("w.logits") + f" · × {lt.scale:.4g}",
+                value_name="logit",
+                signed=True,
+                zmin=None if bound_logits is None else -bound_logits,
+                zmax=bound_logits,
+                show_y_labels=long,
+                **small,
+            ),
+        ]
     return [
-        heatmaps.heatmap(
-            scores,  # [q, k] window
-            title=tr("w.scores"),
-            value_name="q·k",
-            signed=True,
-            zmin=None if bound_scores is None else -bound_scores,
-            zmax=bound_scores,
-            **small,
-        ),
-        heatmaps.heatmap(
-            logits,  # [q, k] window
-            title=tr("w.logits") + f" · × {lt.scale:.4g}",
-            value_name="logit",
-            signed=True,
-            zmin=None if bound_logits is None else -bound_logits,
-            zmax=bound_logits,
-            show_y_labels=long,
-            **small,
-        ),
+        *pictures,
         heatmaps.heatmap(
             weights,
             title=tr("w.weights"),
@@ -242,6 +271,12 @@ def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
             **colour_kwargs(weights, "fixed" if shared else mode, tr),
         ),
     ]
+
+
+def _bound(matrix: torch.Tensor) -> float:
+    """The largest finite |value| of a matrix (a signed colour scale's ends), 1 if none."""
+    finite = matrix[torch.isfinite(matrix)]
+    return float(finite.abs().max()) if finite.numel() else 1.0
 
 
 def rollout_figures(trace: Trace, sel: Selection, residual: bool = True) -> list[go.Figure]:
@@ -315,8 +350,9 @@ def query_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
             title=tr("ex.qk_products"),
             value_name="q_i·k_i",
             signed=True,
-            height=max(260, 22 * k.shape[0]),
-            max_ticks=16,
+            # a long input: every key in a page-high map (22 px a key would be 90,000 px)
+            height=max(260, 22 * k.shape[0]) if k.shape[0] <= LONG else 900,
+            max_ticks=16 if k.shape[0] <= LONG else 32,
             x_title=tr("w.dim"),
             y_title=tr("w.key"),
         ),
@@ -339,6 +375,8 @@ def link_figure(trace: Trace, sel: Selection) -> go.Figure:
         zmin=0.0,
         zmax=max(float(grid.max()), 1e-6),
         show_values=grid.numel() <= 400,
+        # a long input's weights are ~1/n: two decimals would print 0.00 in every cell
+        value_format=".2f" if float(grid.max()) >= 0.05 else ".2g",
         height=90 + 34 * grid.shape[0],
         x_title=tr("ex.head"),
         y_title=tr("pg.layer"),

@@ -75,10 +75,12 @@ def head_maps(
             chart(fig, key=f"detail_{name}", name=f"{name}_L{layer}_H{head}")
     # A callable: the CSV is built only when someone downloads it, not on every rerun. Streamlit
     # keeps the callable with the session, so it holds one head's weights, not the whole trace.
-    w, rows, cols = lt.head("weights", head).clone(), list(trace.tokens), list(trace.key_tokens)
+    rows, cols = list(trace.tokens), list(trace.key_tokens)
     if lt.lean:  # a long input: the window's weights, not the whole n x n map, in the session
         w = lt.block("weights", head, slice(lo, hi), slice(lo, hi))
         rows, cols = rows[lo:hi], cols[lo:hi]
+    else:
+        w = lt.head("weights", head).clone()
     st.download_button(
         t("ex.csv_matrix"),
         lambda: frames.matrix_frame(w, rows, cols).to_csv(),

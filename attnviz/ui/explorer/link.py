@@ -28,8 +28,11 @@ def link(trace: Trace) -> None:
         url.write("query", query)  # 0 is a choice here, not the default
     with c2:
         url.seed("link_key", list(range(len(keys))), first_key)
-        if not 0 <= st.session_state["link_key"] < len(keys):
-            st.session_state["link_key"] = 0
+        # a kept choice may be text: the browser sends the old label ("7: it") when a new input
+        # (a pasted document) changes the options, and Streamlit hands it back unmatched
+        kept = st.session_state["link_key"]
+        if not isinstance(kept, int) or not 0 <= kept < len(keys):
+            st.session_state["link_key"] = first_key
         key = st.selectbox(
             t("ex.link_key"), range(len(keys)), format_func=lambda j: f"{j}: {keys[j]}",
             key="link_key",

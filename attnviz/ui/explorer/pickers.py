@@ -115,9 +115,19 @@ def pick_query(trace: Trace) -> int:
     return query
 
 
+_SIZE_CLASS = "_long_input_for_"  # session key: was the input long when `key` was last drawn
+
+
 def pick_scale(n: int, key: str = "wscale", short: str = "fixed") -> str:
-    """The colour scale of weight heatmaps (fixed 0-1, head max, power, log), kept in the URL."""
+    """The colour scale of weight heatmaps (fixed 0-1, head max, power, log), kept in the URL.
+    When the input changes size class (a long document pasted after a sentence, or back), the
+    scale goes to that class's default: a scale picked for 12 tokens (head max) leaves 4,096
+    tokens' rows too faint to see, and a log scale makes a short sentence's map look uniform."""
     default = default_scale(n, short)
+    long, seen = n > LONG, st.session_state.get(_SIZE_CLASS + key)
+    if seen is not None and seen != long:
+        st.session_state[key] = default
+    st.session_state[_SIZE_CLASS + key] = long
     url.seed(key, list(SCALES), default)
     mode = st.segmented_control(
         t("lv.scale"),

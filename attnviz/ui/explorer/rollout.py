@@ -8,7 +8,7 @@ from attnviz.engine.trace import Trace
 from attnviz.ui import markup, url
 from attnviz.ui.caching import trace_fragment
 from attnviz.ui.explorer.pickers import pick_layer, pick_query, pick_scale, selection
-from attnviz.ui.language import t
+from attnviz.ui.language import said, t
 from attnviz.ui.widgets import chart
 from attnviz.views import panels
 
@@ -32,7 +32,7 @@ def rollout_view(trace: Trace) -> None:
         sel = selection(layer=layer, query=query, scale=mode)
         heat, bars = panels.rollout_figures(trace, sel, residual)
     except ValueError as err:
-        st.info(t("lv.rollout_refused", msg=markup.escape(err)))
+        st.info(t("lv.rollout_refused", msg=markup.escape(said(err))))
         return
     chart(heat, key="rollout_map")
     chart(bars, key="rollout_bars")

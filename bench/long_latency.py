@@ -1,0 +1,116 @@
+"""A long document where users feel it: a real `streamlit run` of the app (as `make run` starts it),
+driven over Streamlit's websocket protocol (bench/wsclient.py) like a browser tab.
+
+Run:  OMP_NUM_THREADS=1 .venv/bin/python bench/long_latency.py [--tokens 4096] [--documents 2]
+
+The model is bench/long_context.py's (the issue-22 Llama: 4 layers, 8 heads, 2 K/V heads,
+d_model 256, random, saved to a folder and opened with ?model=<folder> on the Pretrained page).
+Each document (a different one each time, so no trace or figure is cached from before) is pasted
+into the page's "Long document" box while the view is "One query" (cheap), then:
+  view -> Overview       the pooled mosaic of every head (its first draw: the pass over bands)
+  head -> 5              the overview's image of one head (256 x 256, pooled from the whole map)
+  view -> Head detail    numbers of a 512-wide window (positions 0-511)
+  window -> middle       a 512-wide window in the middle of the document
+Time: from sending the rerun to its script_finished (what the browser waits for). Bytes: what
+arrived on the client's socket for that change (websocket compression on, as the app serves it).
+Targets (issue 22): each change within 2 s and at most 1 MB, at 4,096 tokens on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))
+
+from load import NEW, Server  # noqa: E402
+from long_context import WORDS, build  # noqa: E402
+from wsclient import Session  # noqa: E402
+
+TARGET_S, TARGET_BYTES = 2.0, 2**20
+
+
+def document(n_tokens: int, shift: int) -> str:
+    # One WordPiece token a word; [CLS] and [SEP] make up the rest.
+    return " ".join(WORDS[(i + shift) % len(WORDS)] for i in range(n_tokens - 2))
+
+
+async def one_document(url: str, folder: str, n_tokens: int, shift: int) -> list[tuple]:
+    """The steps above for one new document: (name, seconds, bytes, drew, error) each."""
+    out = []
+    async with Session(url, page="bert", query=f"model={folder}", timeout=300) as s:
+        run = await s.rerun()
+        deadline = time.perf_counter() + 180
+        while "view" not in run.elements and time.perf_counter() < deadline:
+            await asyncio.sleep(1)  # the model loads in the background on a cold server
+            run = await s.rerun()
+        s.set("view", string_array_value=["One query, in numbers"])
+        await s.rerun()
+
+        async def step(name: str, expect: str, fragment: str = "") -> None:
+            run = await s.rerun(fragment)
+            error = "; ".join(run.exceptions) or ("" if run.ok else f"status {run.status}")
+            out.append((name, run.seconds, run.wire_bytes, expect in run.elements, error))
+
+        s.set("long_doc", string_value=document(n_tokens, shift))
+        await step("paste document (trace)", "query_bars")
+        s.set("view", string_array_value=["Overview"])
+        await step("view -> Overview", "mosaic")
+        await step("head -> 5 (head image)", "overview_head", s.set("head", double_array_value=[5]))
+        s.set("view", string_array_value=["Head detail"])
+        await step("view -> Head detail (512 window)", "detail_weights")
+        mid = n_tokens // 2 - 256
+        fragment = s.set("window", double_array_value=[mid, mid + 511])
+        await step("window -> 512 in the middle", "detail_weights", fragment)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tokens", type=int, default=4096)
+    parser.add_argument("--documents", type=int, default=2)
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    with tempfile.TemporaryDirectory() as folder:
+        build(folder)
+        server = Server(NEW, "long")
+        try:
+            server.wait_healthy()
+            print(f"streamlit run attnviz/app.py (as `make run`), OMP_NUM_THREADS="
+                  f"{os.environ['OMP_NUM_THREADS']}; the issue-22 Llama; {args.tokens:,} tokens; "
+                  f"{os.cpu_count()} cores")  # fmt: skip
+            print(f"targets: each change <= {TARGET_S} s and <= {TARGET_BYTES / 2**20:.0f} MiB")
+            flags = " ".join(sys.argv[1:])
+            threads = os.environ["OMP_NUM_THREADS"]
+            print(f"command: OMP_NUM_THREADS={threads} python bench/long_latency.py {flags}")
+            for d in range(args.documents):
+                load = os.getloadavg()[0]
+                steps = asyncio.run(one_document(server.url, folder, args.tokens, d + 1))
+                print(f"\ndocument {d + 1} (load average {load:.2f} -> {os.getloadavg()[0]:.2f})")
+                print(f"  {'change':<34} {'s':>6} {'KiB':>8}  drawn  target")
+                for name, sec, nbytes, drew, error in steps:
+                    trace_step = name.startswith("paste")
+                    met = sec <= TARGET_S and nbytes <= TARGET_BYTES
+                    over = [f"+{sec - TARGET_S:.2f} s"] if sec > TARGET_S else []
+                    over += [f"+{(nbytes - TARGET_BYTES) / 1024:.0f} KiB"] * (nbytes > TARGET_BYTES)
+                    verdict = (
+                        "-" if trace_step else ("met" if met else f"NOT met ({', '.join(over)})")
+                    )
+                    print(f"  {name:<34} {sec:6.2f} {nbytes / 1024:8.0f}  "
+                          f"{'yes' if drew else 'NO':<5}  {verdict}")  # fmt: skip
+                    if error:
+                        print(f"    error: {error[:300]}")
+            print(f"\nserver peak RSS {server.peak:.0f} MB")
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

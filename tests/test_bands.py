@@ -1,0 +1,131 @@
+"""attnviz.engine.bands: one pass over a lean layer gives the pooled map and the head statistics,
+equal to the same quantities computed from the whole recomputed [head, q, k] weights, for every
+kind of mask rule (bidirectional, causal, sliding window, hidden keys, a query offset), GQA, and
+bands that cut through output bins."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from attnviz.engine import bands
+from attnviz.engine.lean import MaskRule, attend_lean, lean_scores, lean_weights
+from attnviz.engine.stats import head_stats, layer_saturation
+from attnviz.engine.trace import LayerTrace, Trace
+
+RULES = {
+    "bidirectional": dict(causal=False),
+    "causal": dict(causal=True),
+    "window": dict(causal=True, window=17),
+    "hidden keys": dict(causal=False, keys=[3, 40, 41]),
+    "causal, hidden, offset": dict(causal=True, keys=[0, 7], q_offset=5),
+}
+
+
+def lean_layer(n_q: int, n_k: int, rule_args: dict, heads=6, kv=2, d=8, seed=0) -> LayerTrace:
+    """A lean layer of random q, k, v under a mask rule (its lse from attend_lean)."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, heads, n_q, d, generator=g) * 2  # [b, head, q, d]
+    k = torch.randn(1, kv, n_k, d, generator=g) * 2  # [b, kv, k, d]
+    v = torch.randn(1, kv, n_k, d, generator=g)  # [b, kv, k, d]
+    args = dict(rule_args)
+    if "keys" in args:
+        keys = torch.ones(n_k, dtype=torch.bool)
+        keys[args["keys"]] = False
+        args["keys"] = keys
+    rule = MaskRule(n_q, n_k, **args)
+    scale = 1 / math.sqrt(d)
+    z, lse = attend_lean(q, k, v, rule, scale)
+    return LayerTrace(
+        q=q[0], k=k[0], v=v[0], scale=scale, z=z[0], output=torch.zeros(n_q, 4),
+        scores=lean_scores, weights=lean_weights, mask=rule, lse=lse[0],
+    )  # fmt: skip
+
+
+def full_copy(layer: LayerTrace) -> LayerTrace:
+    """The same layer with its whole weights and mask stored (the oracle)."""
+    return LayerTrace(
+        q=layer.q, k=layer.k, v=layer.v, scale=layer.scale, z=layer.z, output=layer.output,
+        scores=layer.scores, weights=layer.weights, mask=layer.mask,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_allowed_counts_are_the_rules_row_sums(name) -> None:
+    args = dict(RULES[name])
+    if "keys" in args:
+        keys = torch.ones(60, dtype=torch.bool)
+        keys[args["keys"]] = False
+        args["keys"] = keys
+    rule = MaskRule(50, 60, **args)
+    rows = torch.arange(50)
+    assert torch.equal(bands.allowed_counts(rule, rows), rule().sum(-1))
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+@pytest.mark.parametrize("side", [(7, 9), (50, 60), (13, 64)])
+def test_pooled_map_equals_adaptive_pooling_of_the_whole_weights(monkeypatch, name, side) -> None:
+    monkeypatch.setattr(bands, "BAND_CELLS", 6 * 60 * 5)  # 16-row bands cut through the bins
+    layer = lean_layer(50, 60, RULES[name])
+    got = bands.summarize(layer, side).pooled  # [head, th, tw]
+    want = torch.nn.functional.adaptive_avg_pool2d(
+        layer.weights, (min(side[0], 50), min(side[1], 60))
+    )
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_statistics_of_one_pass_equal_those_of_the_whole_weights(monkeypatch, name) -> None:
+    monkeypatch.setattr(bands, "BAND_CELLS", 6 * 60 * 5)
+    layers = [lean_layer(50, 60, RULES[name], seed=s) for s in range(2)]
+    tokens = [f"t{i}" for i in range(50)]
+    keys = [f"t{i}" for i in range(60)]
+    special = {"[CLS]": [0], "[SEP]": [44]}
+    lean = Trace(tokens=tokens, key_tokens=keys, layers=layers, source="t", special=special)
+    copies = [full_copy(la) for la in layers]
+    full = Trace(tokens=tokens, key_tokens=keys, layers=copies, source="t", special=special)
+    got, want = head_stats(lean), head_stats(full)
+    for stat in want:
+        torch.testing.assert_close(got[stat], want[stat], atol=2e-5, rtol=1e-5, msg=stat)
+    top, entropy = layer_saturation(layers[1])
+    w, ok = layers[1].weights, layers[1].mask  # [head, q, k], [q, k]
+    plogp = torch.where(w > 0, w * w.clamp_min(1e-30).log(), torch.zeros(()))
+    assert top == pytest.approx(float(w.amax(-1).mean()), abs=1e-6)
+    assert entropy == pytest.approx(float(-plogp.sum(-1).mean()), abs=1e-5)
+    assert ok.shape == (50, 60)
+
+
+def test_one_pass_serves_both_and_is_memoized(monkeypatch) -> None:
+    layer = lean_layer(40, 40, RULES["causal"])
+    calls = []
+    real = bands._summarize
+    monkeypatch.setattr(bands, "_summarize", lambda *a: calls.append(a) or real(*a))
+    first = bands.summarize(layer, (bands.THUMB, bands.THUMB), ())
+    assert bands.summarize(layer, None) is first  # the statistics come with the map
+    assert bands.summarize(layer, (bands.THUMB, bands.THUMB), ()) is first
+    assert len(calls) == 1
+    bands.summarize(layer, (8, 8), ())
+    assert len(calls) == 2
+
+
+def test_weight_shift_of_lean_traces_equals_the_whole_weights_one(monkeypatch) -> None:
+    """The what-if's shift per head, a block of rows at a time, equals it from the whole maps."""
+    from attnviz.engine import lean
+    from attnviz.engine.stats import weight_shift
+
+    monkeypatch.setattr(lean, "BLOCK_CELLS", 60 * 7)  # 7-row blocks
+    tokens = [f"t{i}" for i in range(50)]
+
+    def pair(seed: int) -> tuple[Trace, Trace]:
+        layers = [lean_layer(50, 50, RULES["window"], seed=seed + s) for s in range(2)]
+        copies = [full_copy(la) for la in layers]
+        return Trace(tokens=tokens, layers=layers, source="t"), Trace(
+            tokens=tokens, layers=copies, source="t"
+        )
+
+    (a, a_full), (b, b_full) = pair(0), pair(10)
+    want = weight_shift(a_full, b_full)  # [layer, head]
+    assert float(want.min()) > 0.05
+    torch.testing.assert_close(weight_shift(a, b), want, atol=1e-6, rtol=1e-5)
