@@ -123,15 +123,40 @@ def name_of(widget) -> str:
     return widget.key or f"{widget.type}:{getattr(widget, 'label', '?')}"
 
 
+# Pickers that show other controls (the explorer's views): a walk visits each of their options.
+EVERY_OPTION = frozenset({"view"})
+
+
+def targets(widget) -> set[str]:
+    """What a walk must have done to a control: changed it, or picked each of its options."""
+    name = name_of(widget)
+    if widget.key in EVERY_OPTION:
+        return {f"{name}#{i}" for i in range(len(widget.options))}
+    return {name}
+
+
 def change(at: AppTest, rng: random.Random, done: set[str] | None = None) -> str:
     """Change one random control to a random valid value and rerun; returns what was done.
 
-    With `done` (the names of the controls changed so far, updated here), a control the page
-    shows that was never changed is picked first, so a short walk still reaches every control."""
+    With `done` (the targets reached so far, updated here), a control the page shows that was
+    never changed comes first, then a view never opened, so a short walk reaches every control."""
+    # The browser sends the address bar with every rerun: the script's st.query_params is the
+    # URL the page shows now (bound widgets included), not what the last run left there.
+    at.query_params = url_of(at)
     found = controls(at)
-    if done is not None:
-        found = [w for w in found if name_of(w) not in done] or found
+    if done is not None:  # a control never changed, else a view never opened, else any
+        fresh = [w for w in found if w.key not in EVERY_OPTION and name_of(w) not in done]
+        views = [w for w in found if w.key in EVERY_OPTION and not targets(w) <= done]
+        found = fresh or views or found
     widget = rng.choice(found)
+    if done is not None and widget.key in EVERY_OPTION:
+        name = name_of(widget)
+        todo = [i for i in range(len(widget.options)) if f"{name}#{i}" not in done]
+        i = rng.choice(todo or range(len(widget.options)))
+        done.add(f"{name}#{i}")
+        label = list(widget.options)[i]
+        _wire(at, widget, [label] if widget.type in ("select_slider", "button_group") else label)
+        return f"{name} = {label!r}"
     if done is not None:
         done.add(name_of(widget))
     kind, name = widget.type, widget.key or getattr(widget, "label", "?")
