@@ -40,10 +40,11 @@ $(TEST_STAMP): requirements.txt requirements-test.txt | $(PY)
 run: $(RUN_STAMP)
 	$(SERVE_ENV) $(PY) -m attnviz.ui.launch attnviz/app.py --server.port $(PORT) --browser.gatherUsageStats false
 
+# The 30 slowest tests end the log; every test's time is in out/junit.xml (to balance the workers).
 test: $(TEST_STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest $(PYTEST_WORKERS)
+	$(PY) -m pytest $(PYTEST_WORKERS) --durations=30 --junitxml=out/junit.xml
 
 unit: $(TEST_STAMP)
 	$(PY) -m pytest $(PYTEST_WORKERS) -m "not e2e"
