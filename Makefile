@@ -11,9 +11,11 @@ MALLOC := MALLOC_MMAP_THRESHOLD_=268435456 MALLOC_TRIM_THRESHOLD_=536870912 MALL
 # OpenMP's threads spin before they sleep: two traces at once spun against each other on two cores
 # (server CPU of a class: bench/load.py).
 SERVE_ENV := $(MALLOC) GOMP_SPINCOUNT=10000
-# Two test workers, one test file each at a time; each starts its own app server and browser once.
-# The browser tests mostly wait on their servers, so two overlap well even on two cores.
-PYTEST_WORKERS ?= -n 2 --dist loadfile
+# Two test workers; each starts its own app server and browser once. A unit of work is a test file,
+# or one test of the files whose tests share nothing costly (tests/conftest.py groups them, slow
+# units first: the longest-first order, kept by --no-loadscope-reorder). The browser tests mostly
+# wait on their servers, so two overlap well even on two cores.
+PYTEST_WORKERS ?= -n 2 --dist loadgroup --no-loadscope-reorder
 
 .PHONY: run test lint unit e2e bench clean
 
@@ -38,10 +40,11 @@ $(TEST_STAMP): requirements.txt requirements-test.txt | $(PY)
 run: $(RUN_STAMP)
 	$(SERVE_ENV) $(PY) -m attnviz.ui.launch attnviz/app.py --server.port $(PORT) --browser.gatherUsageStats false
 
+# The 30 slowest tests end the log; every test's time is in out/junit.xml (to balance the workers).
 test: $(TEST_STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest $(PYTEST_WORKERS)
+	$(PY) -m pytest $(PYTEST_WORKERS) --durations=30 --junitxml=out/junit.xml
 
 unit: $(TEST_STAMP)
 	$(PY) -m pytest $(PYTEST_WORKERS) -m "not e2e"

@@ -14,6 +14,24 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 
+def _scan_components_once() -> None:
+    """A `streamlit run` server scans the installed packages for v2 components once, at start;
+    AppTest scans them again for every new AppTest (0.8 s each here: the metadata of every
+    installed distribution is parsed), which was a third of a URL round trip's cost. The
+    installed packages do not change while the tests run, so the scan is done once per process,
+    as the server does it."""
+    import functools
+
+    from streamlit.components.v2 import manifest_scanner
+
+    if not hasattr(manifest_scanner.scan_component_manifests, "cache_info"):
+        scan = functools.cache(manifest_scanner.scan_component_manifests)
+        manifest_scanner.scan_component_manifests = scan
+
+
+_scan_components_once()
+
+
 @pytest.fixture(scope="session")
 def browser():
     """One headless Chromium per test process. Playwright's sync API runs its own event loop in
@@ -29,3 +47,44 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
         yield b
         b.close()
+
+
+# Files whose tests share nothing costly at module scope: their tests are spread over the
+# workers one by one (each is a long walk or a browser run of its own). Every other file runs
+# whole on one worker, so its module fixtures (a model, a server, a built wheel) are made once.
+SPREAD = frozenset(
+    {
+        "test_url_roundtrip.py",
+        "test_generate_lab_browser.py",
+        "test_long_browser.py",
+        "test_zh_browser.py",
+        "test_pages_browser.py",
+        "test_hostile.py",
+    }
+)
+
+
+def _unit(item: pytest.Item) -> str:
+    path = item.nodeid.split("::")[0]
+    return item.nodeid if path.rsplit("/", 1)[-1] in SPREAD else path
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Units of work for `make test`'s workers (`--dist loadgroup`): a file, or one test of a
+    SPREAD file. The slow units go first, then the browser files, then the rest, so the last
+    unit a worker picks up is a short one (the longest-first rule) and both finish together.
+    Within a file the tests keep their order."""
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        unit = _unit(item)
+        units.setdefault(unit, []).append(item)
+        if unit != item.nodeid:
+            item.add_marker(pytest.mark.xdist_group(unit))
+
+    def rank(unit: str) -> int:
+        if any(i.get_closest_marker("slow") for i in units[unit]):
+            return 0
+        return 1 if "/e2e/" in unit else 2
+
+    items[:] = [i for unit in sorted(units, key=rank) for i in units[unit]]

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # two app replicas behind nginx
+
 ROOT = Path(__file__).resolve().parent.parent
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 sys.path.insert(0, str(ROOT / "bench"))

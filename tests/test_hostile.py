@@ -299,6 +299,7 @@ APP_TEXTS = [
 ]
 
 
+@pytest.mark.slow  # the Head atlas measures its heads again for each hostile text
 @pytest.mark.parametrize("page", pages())
 def test_every_page_with_hostile_texts(page: str) -> None:
     at = app(page)

@@ -50,6 +50,7 @@ def test_an_induction_head_forms_within_the_default_budget() -> None:
     assert last.loss_first == pytest.approx(math.log(config.vocab), rel=0.15)
 
 
+@pytest.mark.slow  # two 60-step trainings at d_k = 256
 def test_scaling_keeps_the_softmax_gradient_alive_at_large_d_k() -> None:
     runs = {
         scaled: train(LabConfig(d_k=256, use_scale=scaled, steps=60, eval_every=5))

@@ -9,18 +9,18 @@ proves that the dependencies pyproject.toml declares are all satisfied by what i
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
 import sysconfig
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.apphelpers import ROOT
+from tests.e2e.conftest import app_process
+
+pytestmark = pytest.mark.slow  # a fresh venv, an editable install and an app start
 
 
 def run(cmd: list, **kw) -> subprocess.CompletedProcess:
@@ -60,26 +60,7 @@ def test_editable_install_declares_what_it_needs(venv) -> None:
 
 
 def test_attnviz_command_starts_the_app(venv) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [venv / "bin" / "attnviz", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1"],
-        cwd=venv.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline, body = time.monotonic() + 90, ""
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                url = f"http://127.0.0.1:{port}/_stcore/health"
-                body = urllib.request.urlopen(url, timeout=2).read().decode()
-                break
-            except OSError:
-                time.sleep(0.5)
-        assert body == "ok", f"no health answer; exit {proc.poll()}"
-        page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read().decode()
+    log = venv.parent / "attnviz.log"
+    with app_process([venv / "bin" / "attnviz"], log, venv.parent) as (url, _):
+        page = urllib.request.urlopen(f"{url}/", timeout=5).read().decode()
         assert "<title>Streamlit</title>" in page or "streamlit" in page.lower()
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)

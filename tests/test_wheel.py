@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
-import time
 import tomllib
-import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -26,7 +23,8 @@ import pytest
 
 from attnviz import cli
 from tests.apphelpers import ROOT
-from tests.wsclient import Session, chart_specs, free_port
+from tests.e2e.conftest import app_process
+from tests.wsclient import Session, chart_specs
 
 pytestmark = pytest.mark.slow
 OFFLINE = {"HF_HUB_OFFLINE": "1", "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
@@ -120,26 +118,10 @@ def test_the_apps_settings_travel_with_the_package() -> None:
 
 
 def test_attnviz_starts_the_app_from_any_folder(venv, tmp_path) -> None:
-    port = free_port()
     log = tmp_path / "attnviz.log"
     env = {**os.environ, **OFFLINE, "OMP_NUM_THREADS": "1"}
     env.pop("PYTHONPATH", None)
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [venv / "bin" / "attnviz", "--server.headless", "true", "--server.port", str(port),
-             "--server.address", "127.0.0.1"],
-            cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-        )  # fmt: skip
-    try:
-        deadline, body = time.monotonic() + 150, ""
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                url = f"http://127.0.0.1:{port}/_stcore/health"
-                body = urllib.request.urlopen(url, timeout=2).read().decode()
-                break
-            except OSError:
-                time.sleep(0.5)
-        assert body == "ok", f"no health answer; exit {proc.poll()}: {log.read_text()[-3000:]}"
+    with app_process([venv / "bin" / "attnviz"], log, tmp_path, env, timeout=150) as (_, port):
         session = Session(port)
         try:
             drawn = session.run(page="bert", timeout=120)
@@ -151,9 +133,6 @@ def test_attnviz_starts_the_app_from_any_folder(venv, tmp_path) -> None:
         logged = log.read_text()
         assert "warm in" in logged, logged[-2000:]  # started through attnviz.ui.launch
         assert "Traceback" not in logged, logged[-3000:]
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
 
 
 def test_an_incomplete_install_says_what_is_missing(tmp_path) -> None:

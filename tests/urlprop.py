@@ -16,8 +16,10 @@ import json
 import random
 from pathlib import Path
 
+from streamlit.proto.WidgetStates_pb2 import WidgetState
 from streamlit.runtime.state.query_params import _coerce_value_for_query_url
 from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1.element_tree import Selectbox
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,6 +36,23 @@ TEXTS = {
 }
 SELECTION_KINDS = ("selectbox", "radio", "select_slider", "multiselect", "button_group")
 VALUE_KINDS = ("slider", "toggle", "checkbox", "number_input", "text_input", "text_area")
+
+
+_selectbox_state = Selectbox._widget_state.fget
+
+
+def _widget_state(self: Selectbox) -> WidgetState:
+    """AppTest (streamlit 1.67) keeps the format_func a selectbox had on its first run: after a
+    switch to 中文, the English label of its value is not among its Chinese options and building
+    the next run's states raised ValueError. The browser sends the label it shows; a state with
+    no value keeps the session's value the same way."""
+    try:
+        return _selectbox_state(self)
+    except ValueError:
+        return WidgetState(id=self.id)
+
+
+Selectbox._widget_state = property(_widget_state)
 
 
 def _state(at: AppTest):
@@ -99,9 +118,47 @@ def _wire(at: AppTest, widget, labels: str | list[str]) -> None:
     at._run(states)
 
 
-def change(at: AppTest, rng: random.Random) -> str:
-    """Change one random control to a random valid value and rerun; returns what was done."""
-    widget = rng.choice(controls(at))
+def name_of(widget) -> str:
+    """A control's name in a walk: its key, or the label of a widget without one."""
+    return widget.key or f"{widget.type}:{getattr(widget, 'label', '?')}"
+
+
+# Pickers that show other controls (the explorer's views): a walk visits each of their options.
+EVERY_OPTION = frozenset({"view"})
+
+
+def targets(widget) -> set[str]:
+    """What a walk must have done to a control: changed it, or picked each of its options."""
+    name = name_of(widget)
+    if widget.key in EVERY_OPTION:
+        return {f"{name}#{i}" for i in range(len(widget.options))}
+    return {name}
+
+
+def change(at: AppTest, rng: random.Random, done: set[str] | None = None) -> str:
+    """Change one random control to a random valid value and rerun; returns what was done.
+
+    With `done` (the targets reached so far, updated here), a control the page shows that was
+    never changed comes first, then a view never opened, so a short walk reaches every control."""
+    # The browser sends the address bar with every rerun: the script's st.query_params is the
+    # URL the page shows now (bound widgets included), not what the last run left there.
+    at.query_params = url_of(at)
+    found = controls(at)
+    if done is not None:  # a control never changed, else a view never opened, else any
+        fresh = [w for w in found if w.key not in EVERY_OPTION and name_of(w) not in done]
+        views = [w for w in found if w.key in EVERY_OPTION and not targets(w) <= done]
+        found = fresh or views or found
+    widget = rng.choice(found)
+    if done is not None and widget.key in EVERY_OPTION:
+        name = name_of(widget)
+        todo = [i for i in range(len(widget.options)) if f"{name}#{i}" not in done]
+        i = rng.choice(todo or range(len(widget.options)))
+        done.add(f"{name}#{i}")
+        label = list(widget.options)[i]
+        _wire(at, widget, [label] if widget.type in ("select_slider", "button_group") else label)
+        return f"{name} = {label!r}"
+    if done is not None:
+        done.add(name_of(widget))
     kind, name = widget.type, widget.key or getattr(widget, "label", "?")
     if kind == "button":
         widget.click().run()

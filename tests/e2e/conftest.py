@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -39,16 +41,42 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_healthy(url: str, timeout: float, poll: float = 0.5) -> bool:
-    """Poll a Streamlit server's /_stcore/health until it answers "ok" (True) or `timeout` ends."""
+def wait_healthy(url: str, timeout: float, poll: float = 0.5, proc=None) -> bool:
+    """Poll a Streamlit server's /_stcore/health until it answers "ok" (True) or `timeout` ends
+    (False), or, given its process, until that process has exited (False)."""
     deadline = time.time() + timeout
-    while time.time() < deadline:
+    while time.time() < deadline and (proc is None or proc.poll() is None):
         try:
             if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
                 return True
         except OSError:
             time.sleep(poll)
     return False
+
+
+@contextlib.contextmanager
+def app_process(command: list, log: Path, cwd: Path, env: dict | None = None, timeout=90):
+    """Start an app command (`attnviz`, `streamlit run ...`) on a free port of 127.0.0.1, in a
+    process group of its own, and wait until /_stcore/health answers; yields (url, port), then
+    stops the whole group. Fails with the end of its log if it never answers."""
+    port = _free_port()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [*command, "--server.headless", "true", "--server.port", str(port),
+             "--server.address", "127.0.0.1"],
+            cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        if not wait_healthy(url, timeout, poll=0.2, proc=proc):
+            pytest.fail(
+                f"{command[0]} did not answer /_stcore/health within {timeout} s (exit "
+                f"{proc.poll()}): {Path(log).read_text()[-3000:]}"
+            )
+        yield url, port
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="session")

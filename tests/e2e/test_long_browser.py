@@ -64,6 +64,7 @@ VIEWS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("view", list(VIEWS))
 @pytest.mark.parametrize("size", ["page", "big_page"])
 def test_every_view_at_478_tokens(view: str, size: str, request) -> None:

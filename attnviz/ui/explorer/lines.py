@@ -74,9 +74,10 @@ def lines_view(trace: Trace, head_default: int = 0) -> None:
         heads_all = list(range(trace.n_heads))
         first = [min(head_default, trace.n_heads - 1)]
         chosen = st.session_state.get("lines_heads")
-        if chosen is None or not set(chosen) <= set(heads_all):
+        if not chosen or not set(chosen) <= set(heads_all):
             # Set as state, not as the widget's default: the URL then always carries the heads
             # (a bound widget leaves its default out, and this default depends on the view before).
+            # No head at all is not a choice either (an empty chart, and a link without the key).
             st.session_state["lines_heads"] = first
         # plain numbers as options: the URL then reads ?lines_heads=0&lines_heads=4 in any language
         heads = st.multiselect(t("lv.heads"), heads_all, **url.bound("lines_heads"))

@@ -102,7 +102,9 @@ def forget_layer_and_head(view: str) -> bool:
     picks["layer"] = picks["head"] | {"heads", "lines", "rollout"}
     stale = [k for k in ("layer", "head") if view not in picks[k] and st.session_state.get(k)]
     for name in stale:
-        del st.session_state[name]
+        # The default, not a deletion: the picker's bound URL key still holds the old head until
+        # this run ends, and the rerun would read it back from there (followed_head).
+        st.session_state[name] = 0
     return bool(stale)
 
 
