@@ -220,8 +220,10 @@ def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
     if hi - lo > NUMBERS_SIDE:
         # A wide window: scores and logits in colour only (each ~1 MB as numbers at 512); the
         # weights keep their numbers, and the CSV has the window's.
+        # a third of the page's width each: 12 labels a side stay apart at 1280 px
         picture = dict(
-            start=(lo, lo), height=side_h, x_title=tr("w.key"), y_title=tr("w.query")
+            start=(lo, lo), height=side_h, x_title=tr("w.key"), y_title=tr("w.query"),
+            max_ticks=12,
         )  # fmt: skip
         note = tr("long.colour_only", most=NUMBERS_SIDE)
         pictures = [
