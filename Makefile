@@ -17,7 +17,7 @@ SERVE_ENV := $(MALLOC) GOMP_SPINCOUNT=10000
 # wait on their servers, so two overlap well even on two cores.
 PYTEST_WORKERS ?= -n 2 --dist loadgroup --no-loadscope-reorder
 
-.PHONY: run test lint unit e2e bench clean
+.PHONY: run test lint unit e2e shots bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -44,7 +44,11 @@ run: $(RUN_STAMP)
 test: $(TEST_STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest $(PYTEST_WORKERS) --durations=30 --junitxml=out/junit.xml
+	ATTNVIZ_TEST_SHOTS=window $(PY) -m pytest $(PYTEST_WORKERS) --durations=30 --junitxml=out/junit.xml
+
+# The browser tests with whole-page screenshots in out/screenshots, for looking at (slower).
+shots: $(TEST_STAMP)
+	ATTNVIZ_TEST_SHOTS=full $(PY) -m pytest $(PYTEST_WORKERS) -m e2e
 
 unit: $(TEST_STAMP)
 	$(PY) -m pytest $(PYTEST_WORKERS) -m "not e2e"

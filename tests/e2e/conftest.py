@@ -18,6 +18,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = ROOT / "out" / "screenshots"
+# A whole-page screenshot grows the viewport to the page's height, so every chart is laid out again
+# at that size and back: 3 s of a 16 s browser test (test_pages_browser.py -k "lesson_pages and
+# multihead": 32.6 s -> 26.4 s), on 2 cores where the browser tests are CPU-bound. `make test`
+# shoots what the window shows; ATTNVIZ_TEST_SHOTS=full (`make shots`, the default) the whole page.
+FULL_SHOTS = os.environ.get("ATTNVIZ_TEST_SHOTS", "full") == "full"
 CHROME_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -165,6 +170,9 @@ class Page:
     def shot(self, name: str) -> Path:
         SHOTS.mkdir(parents=True, exist_ok=True)
         path = SHOTS / f"{name}-{self.size}.png"
+        if not FULL_SHOTS:  # what the window shows: no relayout of every chart twice
+            self.page.screenshot(path=str(path))
+            return path
         # Streamlit scrolls inside its main container, so a "full page" shot would stop at the
         # viewport: grow the viewport to the content's height, shoot, and restore it.
         size = self.page.viewport_size
