@@ -105,13 +105,18 @@ def child_trace(folder: str, n: int) -> dict:
     return out
 
 
-def run_child(side: str, folder: str, n: int) -> dict:
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    cmd = [sys.executable, __file__, "--child", side, "--folder", folder, "--n", str(n)]
+def child(script: str, args: list[str], env: dict[str, str]) -> dict:
+    """Run `script args` in a fresh process; the JSON its last line prints, or {"error": ...}."""
+    cmd = [sys.executable, script, *args]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
     if done.returncode:
-        return {"error": done.stderr.strip().splitlines()[-1][:200] if done.stderr else "failed"}
+        return {"error": done.stderr.strip().splitlines()[-1][:300] if done.stderr else "failed"}
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_child(side: str, folder: str, n: int) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    return child(__file__, ["--child", side, "--folder", folder, "--n", str(n)], env)
 
 
 def main() -> None:

@@ -24,12 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from long_context import child  # noqa: E402
+
 SHAPES = {
     "1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
                num_attention_heads=32, num_key_value_heads=8),
@@ -142,17 +144,13 @@ def child_trace(shape: str, n: int) -> dict:
 
 
 def run_child(side: str, shape: str, n: int) -> dict:
-    cmd = [sys.executable, __file__, "--child", side, "--model", shape, "--n", str(n)]
     # every trace lean (what is measured), and limits a GPU server would set
     env = dict(os.environ, ATTNVIZ_FULL_TRACE_BYTES="1", ATTNVIZ_MAX_TOKENS="131072",
                ATTNVIZ_MAX_TEXT_CHARS="1000000",
                ATTNVIZ_MAX_TRACE_BYTES=str(120 * GiB),
                ATTNVIZ_MAX_MODEL_BYTES=str(64 * GiB), ATTNVIZ_MAX_MODEL_WORK=str(10**17),
                ATTNVIZ_MAX_WORK=str(10**17))  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
-    if done.returncode:
-        return {"error": done.stderr.strip().splitlines()[-1][:300] if done.stderr else "failed"}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return child(__file__, ["--child", side, "--model", shape, "--n", str(n)], env)
 
 
 def main() -> None:

@@ -38,6 +38,16 @@ def _wait_text(page, text: str, timeout: float = 120) -> None:
     assert page.page.get_by_text(text).count(), f"{text!r} never appeared"
 
 
+def _paste_4096(page) -> None:
+    """Paste a 4,096-token document in the Long document box and wait for its trace."""
+    _open_box(page)
+    area = page.page.locator('textarea[aria-label="Or paste a document"]')
+    area.fill(" ".join(WORDS[i % len(WORDS)] for i in range(4094)))  # + [CLS] and [SEP]
+    area.press("Control+Enter")
+    _wait_text(page, "4,096 tokens traced")
+    page.settle(180)
+
+
 def _open_box(page) -> None:
     box = page.page.locator('[data-testid="stExpander"]').filter(has_text="Long document")
     box.first.locator("summary").click()
@@ -46,12 +56,7 @@ def _open_box(page) -> None:
 def test_a_pasted_4096_token_document_is_traced_lean_and_drawn(page, llama) -> None:
     page.open(f"bert?model={llama}")
     _wait_text(page, "tokens traced")
-    _open_box(page)
-    area = page.page.locator('textarea[aria-label="Or paste a document"]')
-    area.fill(" ".join(WORDS[i % len(WORDS)] for i in range(4094)))  # + [CLS] and [SEP]
-    area.press("Control+Enter")
-    _wait_text(page, "4,096 tokens traced")
-    page.settle(180)
+    _paste_4096(page)
     _wait_text(page, "Long input: the trace keeps q, k, v, z")
     assert page.wait_count('[data-testid="stPlotlyChart"]', 3, timeout=60, at_least=True) >= 3
     page.assert_no_error()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_long_document_browser import WORDS, _open_box, _wait_text, llama  # noqa: F401
+from tests.e2e.test_long_document_browser import _paste_4096, _wait_text, llama  # noqa: F401
 
 pytestmark = pytest.mark.e2e
 
@@ -16,12 +16,7 @@ def test_link_then_head_detail_at_4096_tokens(page, llama) -> None:  # noqa: F81
     page.open(f"bert?model={llama}&view=link&query=2000&link_key=1990")  # past the sentence
     _wait_text(page, "tokens traced")
     page.wait_count('[data-testid="stPlotlyChart"]', 1, timeout=60, at_least=True)
-    _open_box(page)
-    area = page.page.locator('textarea[aria-label="Or paste a document"]')
-    area.fill(" ".join(WORDS[i % len(WORDS)] for i in range(4094)))  # + [CLS] and [SEP]
-    area.press("Control+Enter")
-    _wait_text(page, "4,096 tokens traced")
-    page.settle(180)
+    _paste_4096(page)
     page.assert_no_error()
     box = page.page.locator('[data-testid="stSelectbox"]').filter(has_text="Query token").first
     box.locator("input").click()
