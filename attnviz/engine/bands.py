@@ -11,6 +11,7 @@ The result is memoized on the layer (a trace is read-only once made).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -99,21 +100,34 @@ def _band(layer, r0: int, r1: int) -> tuple[torch.Tensor, torch.Tensor, int, int
     return w, expo, c0, c1
 
 
+_busy: set[int] = set()  # id() of the layers some thread is passing over now
+_busy_cv = threading.Condition()
+
+
 def summarize(
     layer, side: tuple[int, int] | None, specials: tuple[int, ...] | None = None
 ) -> LayerSummary:
     """The pooled map (to at most side = (th, tw), or none) and the statistics' sums of a lean
     layer, in one pass over bands of rows; memoized per (side, specials) on the layer. Specials
-    None: any summary already made will do (the caller reads no "special" sum)."""
+    None: any summary already made will do (the caller reads no "special" sum). A thread that
+    asks while another passes over the same layer waits for it (its summary may be the one)."""
     memo = layer.__dict__.setdefault("_summaries", {})
-    if specials is None:
-        if memo:
+    key = (side, () if specials is None else specials)
+    with _busy_cv:
+        while id(layer) in _busy:
+            _busy_cv.wait()
+        if specials is None and memo:
             return next(iter(memo.values()))
-        specials = ()
-    key = (side, specials)
-    if key not in memo:
-        memo[key] = _summarize(layer, side, specials)
-    return memo[key]
+        if key in memo:
+            return memo[key]
+        _busy.add(id(layer))
+    try:
+        summary = memo[key] = _summarize(layer, side, key[1])
+    finally:
+        with _busy_cv:
+            _busy.discard(id(layer))
+            _busy_cv.notify_all()
+    return summary
 
 
 def _summarize(layer, side: tuple[int, int] | None, specials: tuple[int, ...]) -> LayerSummary:

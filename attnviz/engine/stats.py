@@ -69,10 +69,10 @@ STATS = ("entropy", "entropy_rel", "max_weight", "distance", "self", "prev", "fi
 def _head_stats_in_bands(trace: Trace) -> dict[str, torch.Tensor]:
     """head_stats, the same definitions, from one pass over bands of rows per layer (all heads
     together; attnviz.engine.bands, shared with the overview's pooled map and memoized)."""
-    from attnviz.engine.bands import THUMB, specials_of, summarize
+    from attnviz.engine.bandpool import summaries
+    from attnviz.engine.bands import THUMB, specials_of
 
-    specials = specials_of(trace)
-    parts = [summarize(layer, (THUMB, THUMB), specials) for layer in trace.layers]
+    parts = summaries(trace.layers, (THUMB, THUMB), specials_of(trace))
     which = {"entropy_rel": "wide", "prev": "prev"}
     return {
         name: torch.stack(
@@ -82,12 +82,13 @@ def _head_stats_in_bands(trace: Trace) -> dict[str, torch.Tensor]:
     }
 
 
-def layer_saturation(layer) -> tuple[float, float]:
+def layer_saturation(layer, specials: tuple[int, ...] | None = None) -> tuple[float, float]:
     """mean_max_weight and mean_entropy of every head and row of one layer, from the same pass
-    over bands as the overview (a lean layer: never its n x n maps at once)."""
+    over bands as the overview (a lean layer: never its n x n maps at once). `specials`: the
+    trace's (bands.specials_of), so that the pass is the one the overview makes."""
     from attnviz.engine.bands import THUMB, summarize
 
-    part = summarize(layer, (THUMB, THUMB))
+    part = summarize(layer, (THUMB, THUMB), specials)
     cells = layer.n_heads * layer.n_q
     return float(part.sums["max_weight"].sum()) / cells, float(part.sums["entropy"].sum()) / cells
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from attnviz.engine.bands import specials_of, summarize
+from attnviz.engine.bandpool import summaries
+from attnviz.engine.bands import specials_of
 from attnviz.engine.lean import MaskRule, lean_block
 
 _MISSING = object()
@@ -238,10 +239,12 @@ class Trace:
 def pooled_weights(trace: Trace, th: int, tw: int) -> torch.Tensor:
     """Every head's weights average-pooled to at most th x tw, computed where the trace lives (a
     GPU trace copies only the pooled mosaic). [layer, head, <=th, <=tw], CPU float32"""
+    lean = [layer for layer in trace.layers if layer.lean]  # a band of rows at a time, all heads
+    pooled = iter(s.pooled for s in summaries(lean, (th, tw), specials_of(trace)))
     out = []
     for layer in trace.layers:
-        if layer.lean:  # a band of rows at a time (all heads): never n x n for all heads
-            out.append(summarize(layer, (th, tw), specials_of(trace)).pooled)
+        if layer.lean:  # never n x n for all heads
+            out.append(next(pooled))
             continue
         w = layer.stored("weights")  # [head, q, k] on its device
         n_q, n_k = w.shape[-2:]

@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from attnviz.engine import bandpool
+from attnviz.engine.bands import THUMB, specials_of
 from attnviz.engine.budget import budget, model_trace_bytes
 from attnviz.engine.trace import Trace, compact
 from attnviz.serve.batcher import Batcher
@@ -109,6 +111,10 @@ def made_in_pool(make: Callable[[], Trace], batch: Batch | None = None) -> Trace
         job = pool().submit(group, item, functools.partial(make_batch, run), n_bytes)
     trace, n_bytes = job.result()
     count_made(n_bytes)
+    if any(layer.lean for layer in trace.layers):
+        # the overview's and the statistics' pass over bands starts now, in the background: a
+        # user who opens the overview of a long document a moment later finds it (partly) done
+        bandpool.warm(trace.layers, (THUMB, THUMB), specials_of(trace))
     return trace
 
 

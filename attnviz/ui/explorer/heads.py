@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
+from attnviz.engine.bands import specials_of
 from attnviz.engine.stats import layer_saturation, mean_entropy, mean_max_weight
 from attnviz.engine.trace import Trace
 from attnviz.serve.workers import per_trace
@@ -19,7 +20,9 @@ def saturation(trace: Trace, layer: int) -> None:
     lt = trace.layers[layer]
     n_k = lt.n_k
     if lt.lean:  # a long input: summed a band of rows at a time, once per trace and layer
-        top, entropy = per_trace(trace, ("saturation", layer), lambda: layer_saturation(lt))
+        top, entropy = per_trace(
+            trace, ("saturation", layer), lambda: layer_saturation(lt, specials_of(trace))
+        )
     else:
         w = lt.weights  # [head, q, k]
         top, entropy = mean_max_weight(w), mean_entropy(w)

@@ -1,0 +1,155 @@
+"""Lean layers summarized in parallel (attnviz.engine.bands), one layer per thread, each thread
+running its tensor operations on one core.
+
+Why threads of one core each: a band's operations are a few milliseconds each, too short for
+OpenMP's two-thread teams to pay off (4,096 tokens, 4 layers: 1.5 s on one core, 1.25 s with two),
+and on a machine that is busy with anything else a team of two waits for its slower half (each
+operation took 2-10x longer with a second process running). Layers are independent, so two
+threads of one core each take half the time on a quiet machine and degrade gently on a busy one.
+
+`summaries` is what the views call; `warm` queues a trace's layers behind any view's request, so
+that a server can start the pass as soon as a long trace is made and the overview finds it done.
+Bounded: a few threads per process, and at most WARM_JOBS queued warm-ups (the oldest dropped).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import weakref
+from collections.abc import Sequence
+
+import torch
+
+from attnviz.engine.bands import LayerSummary, summarize
+
+MAX_THREADS = 4  # more layers at once hold more bands in memory (8 MiB each) for little gain
+WARM_JOBS = 16  # warm-ups queued at most (a layer each); older ones are dropped
+WARM_THREADS = 1  # warm-ups made at once
+
+
+class _Job:
+    __slots__ = ("ref", "side", "specials", "done", "warm")
+
+    def __init__(self, layer, side, specials, warm: bool) -> None:
+        self.ref = weakref.ref(layer)
+        self.side, self.specials, self.warm = side, specials, warm
+        self.done = threading.Event()
+
+
+class _Pool:
+    def __init__(self) -> None:
+        self.cv = threading.Condition()
+        self.queue: collections.deque[_Job] = collections.deque()
+        self.jobs: dict[tuple, _Job] = {}  # queued or running, by (id(layer), side, specials)
+        self.threads: list[threading.Thread] = []
+        self.warm_running = 0  # warm-ups being made now
+
+    def _ensure_threads(self) -> None:
+        want = max(1, min(MAX_THREADS, torch.get_num_threads()))
+        while len(self.threads) < want:
+            thread = threading.Thread(
+                target=self._work, args=(torch.get_num_threads(),), daemon=True,
+                name=f"attnviz-bands-{len(self.threads)}",
+            )  # fmt: skip
+            thread.start()
+            self.threads.append(thread)
+
+    def submit(self, layer, side, specials, warm: bool) -> _Job:
+        key = (id(layer), side, specials)
+        with self.cv:
+            self._ensure_threads()
+            job = self.jobs.get(key)
+            if job is not None and job.ref() is layer:
+                if not warm and job.warm and job in self.queue:  # a view waits: move it ahead
+                    self.queue.remove(job)
+                    self.queue.appendleft(job)
+                    job.warm = False
+                    self.cv.notify_all()
+                return job
+            job = _Job(layer, side, specials, warm)
+            self.jobs[key] = job
+            if warm:
+                self.queue.append(job)
+                self._drop_old_warm_ups()
+            else:
+                self.queue.appendleft(job)
+            self.cv.notify_all()
+            return job
+
+    def _drop_old_warm_ups(self) -> None:
+        warm = [job for job in self.queue if job.warm]
+        for job in warm[: max(0, len(warm) - WARM_JOBS)]:
+            self.queue.remove(job)
+            self._forget(job)
+
+    def _forget(self, job: _Job) -> None:
+        for key, value in list(self.jobs.items()):
+            if value is job:
+                del self.jobs[key]
+        job.done.set()
+
+    def _work(self, n_all: int) -> None:
+        # One core for this thread's operations, without changing what other threads get:
+        # torch.set_num_threads sets this thread's OpenMP count and the default of threads that
+        # start later, so a thread that starts and ends puts the default back.
+        torch.get_num_threads()  # this thread's OpenMP set-up happens now, not after the change
+        torch.set_num_threads(1)
+        restore = threading.Thread(target=torch.set_num_threads, args=(n_all,))
+        restore.start()
+        restore.join()
+        while True:
+            with self.cv:
+                while (job := self._next()) is None:
+                    self.cv.wait()
+                self.queue.remove(job)
+                was_warm = job.warm
+                self.warm_running += was_warm
+            try:
+                layer = job.ref()
+                if layer is not None:  # a trace nobody holds any more is not worth a pass
+                    summarize(layer, job.side, job.specials)
+            except Exception:  # noqa: BLE001  (the caller recomputes and sees the error itself)
+                pass
+            finally:
+                with self.cv:
+                    self.warm_running -= was_warm
+                    self._forget(job)
+                    self.cv.notify_all()
+
+    def _next(self) -> _Job | None:
+        """The first queued job a view waits for, else a warm-up if none runs yet: warm-ups use
+        one thread, leaving the other cores to the page being drawn meanwhile."""
+        for job in self.queue:
+            if not job.warm or self.warm_running < WARM_THREADS:
+                return job
+        return None
+
+
+_pool = _Pool()
+
+
+def _on_cpu(layer) -> bool:
+    return layer.stored("q").device.type == "cpu"
+
+
+def summaries(
+    layers: Sequence, side: tuple[int, int] | None, specials: tuple[int, ...]
+) -> list[LayerSummary]:
+    """bands.summarize of every layer, the missing ones made in parallel (one core each); a GPU
+    trace's layers are made here, one after another (its kernels are already parallel)."""
+    memo_key = (side, specials)
+    missing = [la for la in layers if memo_key not in la.__dict__.get("_summaries", {})]
+    if missing and all(_on_cpu(la) for la in missing) and len(missing) > 1:
+        jobs = [_pool.submit(la, side, specials, warm=False) for la in missing]
+        for job in jobs:
+            job.done.wait()
+    # made above (or by a warm-up); else here: a GPU trace, one layer, or a pass that failed
+    return [summarize(la, side, specials) for la in layers]
+
+
+def warm(layers: Sequence, side: tuple[int, int] | None, specials: tuple[int, ...]) -> None:
+    """Start summarizing these layers in the background, behind any view's request."""
+    for layer in layers:
+        if (side, specials) not in layer.__dict__.get("_summaries", {}) and _on_cpu(layer):
+            _pool.submit(layer, side, specials, warm=True)
