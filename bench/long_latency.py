@@ -11,6 +11,11 @@ into the page's "Long document" box while the view is "One query" (cheap), then:
   head -> 5              the overview's image of one head (256 x 256, pooled from the whole map)
   view -> Head detail    numbers of a 512-wide window (positions 0-511)
   window -> middle       a 512-wide window in the middle of the document
+  view -> Head statistics  every head's statistics (the same pass: done by now)
+  paste another on the Overview  a second document pasted while the overview is open (the
+                         trace and the pass in one rerun: no target, as for the first paste)
+The pass over bands starts in the background as soon as the server has made a long trace
+(attnviz.engine.bandpool), one layer per core; a view that asks for it mid-way waits for it.
 Time: from sending the rerun to its script_finished (what the browser waits for). Bytes: what
 arrived on the client's socket for that change (websocket compression on, as the app serves it).
 Targets (issue 22): each change within 2 s and at most 1 MB, at 4,096 tokens on this machine.
@@ -69,6 +74,13 @@ async def one_document(url: str, folder: str, n_tokens: int, shift: int) -> list
         mid = n_tokens // 2 - 256
         fragment = s.set("window", double_array_value=[mid, mid + 511])
         await step("window -> 512 in the middle", "detail_weights", fragment)
+        s.set("view", string_array_value=["Head statistics"])
+        await step("view -> Head statistics", "csv_stats")
+        # A user who pastes while the overview is open waits for the trace and the pass at once.
+        s.set("view", string_array_value=["Overview"])
+        await s.rerun()
+        s.set("long_doc", string_value=document(n_tokens, shift + len(WORDS) // 2))
+        await step("paste another on the Overview", "mosaic")
     return out
 
 
@@ -77,6 +89,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--documents", type=int, default=2)
     args = parser.parse_args()
+    if not 1 <= args.documents <= len(WORDS) // 2:  # each needs two rotations no other one uses
+        parser.error(f"--documents: 1 to {len(WORDS) // 2}")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory() as folder:
         build(folder)

@@ -126,6 +126,11 @@ def test_a_wide_window_draws_scores_and_logits_as_pictures_and_keeps_the_weights
         assert pa.shape == pb.shape == (257, 257, 3)
         # q·k recomputed vs HF eager's stored scores: a cell may sit on a colour level's edge
         assert (pa != pb).any(-1).float().mean() < 1e-3
+        # the colour bar: the pixels' scale, from -bound to +bound, on a cell nobody sees
+        bar = fa.data[1]
+        assert bar.type == "heatmap" and bar.showscale and bar.opacity == 0
+        assert bar.zmin == -bar.zmax > -float("inf") and bar.zmax > 0
+        assert bar.hoverinfo == "skip"
     assert a[2].data[0].type == "heatmap" and a[2].data[0].z.shape == (257, 257)
     torch.testing.assert_close(
         torch.as_tensor(a[2].data[0].z), torch.as_tensor(b[2].data[0].z), atol=1e-5, rtol=0,
@@ -153,3 +158,28 @@ def test_the_budgets_refusals_speak_the_pages_language(monkeypatch) -> None:
     assert isinstance(msg, Message) and str(refused.value).startswith("rollout multiplies 4 layers")
     zh = msg.in_language("zh")
     assert "本服务器允许 1.0 MiB" in zh and "4,096 × 4,096" in zh and "rollout multiplies" not in zh
+
+
+def test_a_signed_picture_has_the_colour_bar_of_its_pixels() -> None:
+    """The bar runs from -bound to +bound in the colours the pixels get: a cell at +bound is the
+    bar's top colour, at -bound its bottom one, 0 its middle; beyond the bound it is clamped."""
+    from attnviz.views import images
+
+    m = torch.tensor([[2.0, -2.0, 0.0, 9.0]])
+    fig = images.signed_image(m, list("abcd"), ["q"], bound=2.0)
+    bar = fig.data[1]
+    assert (bar.zmin, bar.zmax) == (-2.0, 2.0) and bar.showscale
+    px = _pixels(fig.data[0].source)[0]  # [k, rgb]
+
+    def rgb(colour: str) -> tuple[int, ...]:
+        return tuple(int(v) for v in colour.strip("rgb()").split(","))
+
+    def near(pixel: torch.Tensor, colour: str, within: int = 1) -> bool:  # the LUT truncates
+        return max(abs(a - b) for a, b in zip(pixel.tolist(), rgb(colour), strict=True)) <= within
+
+    scale = bar.colorscale
+    assert near(px[0], scale[-1][1])  # +bound: the top
+    assert near(px[1], scale[0][1])  # -bound: the bottom
+    assert near(px[3], scale[-1][1])  # clamped
+    (middle,) = [c for at, c in scale if at == 0.5]
+    assert near(px[2], middle, within=3)

@@ -20,6 +20,7 @@ from attnviz.views.colour import (
     WEIGHTS_SCALE,
     _colour_lut,
     coloured,
+    named_scale,
     rgb,
 )
 from attnviz.views.spec import escape, figure, layout_dict, tick_step
@@ -276,7 +277,14 @@ def signed_image(
         constrain="domain",
         title=dict(text=y_title, font=dict(size=12)),
     )
-    return figure([image], layout_dict(title, height, dict(xaxis=xaxis, yaxis=yaxis)))
+    # The colour bar: an image has none, so a one-cell heatmap on the same scale that nobody sees
+    # (opacity 0, no hover) carries it; the pixels' colours are the scale's at the same levels.
+    bar = dict(
+        type="heatmap", z=[[0.0]], x=[x0], y=[y0], zmin=-bound, zmax=bound, opacity=0,
+        colorscale=named_scale(SIGNED_SCALE), hoverinfo="skip", showscale=True,
+        colorbar=dict(thickness=10, xpad=4),
+    )  # fmt: skip
+    return figure([image, bar], layout_dict(title, height, dict(xaxis=xaxis, yaxis=yaxis)))
 
 
 def png_data_uri(img: np.ndarray) -> str:
