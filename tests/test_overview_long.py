@@ -95,3 +95,18 @@ def test_projector_mode_does_not_grow_a_cached_figure_on_every_rerun() -> None:
     for head in (1, 2, 3):
         at.slider(key="head").set_value(head).run()
     assert mosaic_fonts() == first
+
+
+def test_heatmap_ticks_that_skip_tokens_say_their_positions() -> None:
+    """Past max_ticks tokens a heatmap labels every k-th one as "position: token" (a repeated word
+    at 4,096 tokens says nothing on its own); short inputs keep the bare tokens."""
+    from attnviz.views import heatmaps
+
+    long = heatmaps.vectors(torch.zeros(100, 4), ["the"] * 100, max_ticks=16)
+    assert list(long.layout.yaxis.ticktext[:3]) == ["0: the", "7: the", "14: the"]
+    assert list(long.layout.yaxis.tickvals) == list(long.layout.yaxis.ticktext)
+    dims = heatmaps.vectors(torch.zeros(3, 100), ["a", "b", "c"], max_ticks=16)
+    assert list(dims.layout.xaxis.ticktext[:3]) == ["0", "7", "14"]  # a dimension is its number
+    short = heatmaps.vectors(torch.zeros(5, 4), ["a", "<b>", "c", "d", "e"], max_ticks=16)
+    assert list(short.layout.yaxis.ticktext) == ["a", "&lt;b&gt;", "c", "d", "e"]
+    assert list(short.layout.xaxis.ticktext) == ["0", "1", "2", "3"]

@@ -128,7 +128,7 @@ def heatmap(
             type="category",
             tickmode="array",
             tickvals=x_cat[::sx],
-            ticktext=xs[::sx],
+            ticktext=_tick_text(xs, x_cat, sx),
             tickangle=-90 if n_k > 6 else 0,
             side="bottom",
             title=dict(text=x_title, font=dict(size=12)),
@@ -138,7 +138,7 @@ def heatmap(
             type="category",
             tickmode="array",
             tickvals=y_cat[::sy],
-            ticktext=ys[::sy],
+            ticktext=_tick_text(ys, y_cat, sy),
             showticklabels=show_y_labels,
             autorange="reversed",
             title=dict(text=y_title if show_y_labels else "", font=dict(size=12)),
@@ -152,6 +152,17 @@ def heatmap(
                 del axis[name]
             axis["tickmode"] = "auto"
     return figure(data, layout_dict(title, height, layout))
+
+
+def _tick_text(tokens: list[str], categories: list[str], step: int) -> list[str]:
+    """Every token's label, or, when only every step-th is labelled, "position: token" (a word
+    repeated in a long input says nothing on its own); position labels stay as they are."""
+    if step == 1:
+        return tokens
+    return [
+        tok if cat == f"{tok}: {tok}" else cat
+        for tok, cat in zip(tokens[::step], categories[::step], strict=True)
+    ]
 
 
 def diff_heatmap(
