@@ -62,6 +62,7 @@ bench: $(TEST_STAMP)
 	$(MALLOC) $(PY) bench/hooked.py
 	$(MALLOC) $(PY) bench/hostile.py
 	$(MALLOC) $(PY) bench/long_context.py
+	$(MALLOC) $(PY) bench/bandpool.py
 	OMP_NUM_THREADS=1 $(PY) bench/long_latency.py
 	$(PY) bench/load.py $(BENCH_FLAGS)
 
