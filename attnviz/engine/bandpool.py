@@ -15,6 +15,7 @@ Bounded: a few threads per process, and at most WARM_JOBS queued warm-ups (the o
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import weakref
 from collections.abc import Sequence
@@ -46,12 +47,10 @@ class _Pool:
         self.warm_running = 0  # warm-ups being made now
 
     def _ensure_threads(self) -> None:
-        want = max(1, min(MAX_THREADS, torch.get_num_threads()))
-        while len(self.threads) < want:
+        while len(self.threads) < max(1, min(MAX_THREADS, cores())):
             thread = threading.Thread(
-                target=self._work, args=(torch.get_num_threads(),), daemon=True,
-                name=f"attnviz-bands-{len(self.threads)}",
-            )  # fmt: skip
+                target=self._work, daemon=True, name=f"attnviz-bands-{len(self.threads)}"
+            )
             thread.start()
             self.threads.append(thread)
 
@@ -89,15 +88,8 @@ class _Pool:
                 del self.jobs[key]
         job.done.set()
 
-    def _work(self, n_all: int) -> None:
-        # One core for this thread's operations, without changing what other threads get:
-        # torch.set_num_threads sets this thread's OpenMP count and the default of threads that
-        # start later, so a thread that starts and ends puts the default back.
-        torch.get_num_threads()  # this thread's OpenMP set-up happens now, not after the change
-        torch.set_num_threads(1)
-        restore = threading.Thread(target=torch.set_num_threads, args=(n_all,))
-        restore.start()
-        restore.join()
+    def _work(self) -> None:
+        _one_core_here()
         while True:
             with self.cv:
                 while (job := self._next()) is None:
@@ -124,6 +116,32 @@ class _Pool:
             if not job.warm or self.warm_running < WARM_THREADS:
                 return job
         return None
+
+
+def cores() -> int:
+    """The cores this process may use: OMP_NUM_THREADS if set, else the CPUs it may run on."""
+    try:
+        return int(os.environ.get("OMP_NUM_THREADS", "")) or len(os.sched_getaffinity(0))
+    except (ValueError, AttributeError):
+        return os.cpu_count() or 1
+
+
+def _in_a_new_thread(fn, *args):
+    out = []
+    thread = threading.Thread(target=lambda: out.append(fn(*args)))
+    thread.start()
+    thread.join()
+    return out[0] if out else None
+
+
+def _one_core_here() -> None:
+    """This thread's tensor operations on one core, without changing what other threads get:
+    torch.set_num_threads sets the calling thread's OpenMP count and the default of threads that
+    start later, so a short-lived thread reads the default first and another one puts it back."""
+    default = _in_a_new_thread(torch.get_num_threads)
+    torch.get_num_threads()  # this thread's OpenMP set-up happens now, not after the change
+    torch.set_num_threads(1)
+    _in_a_new_thread(torch.set_num_threads, default)
 
 
 _pool = _Pool()
