@@ -154,15 +154,16 @@ def _on_cpu(layer) -> bool:
 def summaries(
     layers: Sequence, side: tuple[int, int] | None, specials: tuple[int, ...]
 ) -> list[LayerSummary]:
-    """bands.summarize of every layer, the missing ones made in parallel (one core each); a GPU
-    trace's layers are made here, one after another (its kernels are already parallel)."""
+    """bands.summarize of every layer, the missing ones made in the pool's threads (one core
+    each, in parallel); a GPU trace's layers are made here, one after another (its kernels are
+    parallel already)."""
     memo_key = (side, specials)
     missing = [la for la in layers if memo_key not in la.__dict__.get("_summaries", {})]
-    if missing and all(_on_cpu(la) for la in missing) and len(missing) > 1:
+    if missing and all(_on_cpu(la) for la in missing):
         jobs = [_pool.submit(la, side, specials, warm=False) for la in missing]
         for job in jobs:
             job.done.wait()
-    # made above (or by a warm-up); else here: a GPU trace, one layer, or a pass that failed
+    # made above (or by a warm-up); else here: a GPU trace, or a pass that failed (its error)
     return [summarize(la, side, specials) for la in layers]
 
 
