@@ -54,6 +54,9 @@ text = pretrained.document() or ui.text()  # a long document pasted or uploaded,
 if model.kind == "encoder-decoder":
     st.caption(t("pm.pair_is_target"))
 
+# The trace is made in the folded panel below; its spinner (after 0.5 s: a long input) shows here.
+waiting = st.empty()
+
 # Folded: open, the knobs and results put the views ~900 px down the page. What a knob changed
 # shows right below it in one row (whatif_panel.results), and names the silenced heads.
 with st.expander(t("bert.whatif"), expanded=False):
@@ -73,7 +76,8 @@ with st.expander(t("bert.whatif"), expanded=False):
     )
     base_trace = None
     try:
-        base_trace = models.model_trace(model, model_key, text, ui.pair())
+        with waiting.container(), st.spinner(t("long.tracing", chars=len(text)), show_time=True):
+            base_trace = models.model_trace(model, model_key, text, ui.pair())
     except (ValueError, TypeError) as err:
         st.info(t("err.empty") if "empty" in str(err) else markup.escape(ui.said(err)))
         st.stop()
@@ -94,7 +98,12 @@ knobs = dict(
     mask_tokens=tuple(masked),
 )
 changed = not use_scale or float(temperature) != 1.0 or ablate or masked
-trace = models.model_trace(model, model_key, text, ui.pair(), **knobs) if changed else base_trace
+if changed:
+    with waiting.container(), st.spinner(t("long.tracing", chars=len(text)), show_time=True):
+        trace = models.model_trace(model, model_key, text, ui.pair(), **knobs)
+else:
+    trace = base_trace
+waiting.empty()
 full_trace, full_base = trace, base_trace
 part = pretrained.pick_part(model)
 trace, base_trace = full_trace.part(part), full_base.part(part)

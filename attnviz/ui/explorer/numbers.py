@@ -8,7 +8,7 @@ import streamlit as st
 from attnviz.engine.trace import Trace
 from attnviz.serve.workers import per_trace
 from attnviz.ui.caching import trace_fragment
-from attnviz.ui.explorer.pickers import layer_and_head, pick_query, selection
+from attnviz.ui.explorer.pickers import layer_and_head, passing, pick_query, selection
 from attnviz.ui.language import localized, t
 from attnviz.ui.widgets import chart, table
 from attnviz.views import frames, panels
@@ -55,7 +55,8 @@ def outputs(trace: Trace) -> None:
 def stats(trace: Trace) -> None:
     """A sortable table of every head, with CSV download."""
     # Once per trace: a long input's statistics recompute every head's weights, band by band.
-    heads = per_trace(trace, ("head stats",), lambda: frames.head_stats_frame(trace))
+    with passing(trace):
+        heads = per_trace(trace, ("head stats",), lambda: frames.head_stats_frame(trace))
     st.caption(t("ex.stats_help"))
     shown = localized(heads)
     table(

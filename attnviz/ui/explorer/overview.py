@@ -12,6 +12,7 @@ from attnviz.ui.explorer.detail import head_maps
 from attnviz.ui.explorer.pickers import (
     layer_and_head,
     open_head,
+    passing,
     pick_focus,
     pick_scale,
     selection,
@@ -48,11 +49,12 @@ def overview(trace: Trace) -> None:
     # Projector mode's page is narrower: a mosaic sized for a 1920 screen left an empty band.
     width = panels.MOSAIC_WIDTH_PROJECTOR if projector.on() else panels.MOSAIC_WIDTH
     sel = selection(shared=shared, focus=focus, scale=mode)  # no head: the image stays the same
-    fig = per_trace(
-        trace,
-        ("mosaic", sel, width),
-        lambda: spec.as_specs(lambda: panels.overview_figure(trace, sel, width=width)),
-    )
+    with passing(trace):
+        fig = per_trace(
+            trace,
+            ("mosaic", sel, width),
+            lambda: spec.as_specs(lambda: panels.overview_figure(trace, sel, width=width)),
+        )
     chart(
         fig,
         key="mosaic",

@@ -3,6 +3,7 @@ layer and head from outside their sliders (a click on the mosaic, "open in Head 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -181,3 +182,12 @@ def pick_focus(trace: Trace, key: str = "focus") -> int | None:
 def selection(**picked: object) -> Selection:
     """A Selection of what the pickers chose, in the page's language."""
     return Selection(lang=lang(), **picked)  # type: ignore[arg-type]
+
+
+def passing(trace: Trace):
+    """A spinner while a long input's every head is recomputed band by band (the overview, the
+    statistics: after 0.5 s only, so a pass already made shows nothing); else nothing."""
+    if not any(layer.lean for layer in trace.layers):
+        return contextlib.nullcontext()
+    text = t("long.summarizing", layers=trace.n_layers, heads=trace.n_heads, n=len(trace.tokens))
+    return st.spinner(text, show_time=True)
