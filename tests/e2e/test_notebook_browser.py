@@ -25,9 +25,17 @@ def lab(tmp_path_factory):
     where = tmp_path_factory.mktemp("lab")
     shutil.copy(ROOT / "docs" / "notebook_example.ipynb", where / "example.ipynb")
     port = _free_port()
+    # "Would you like to get notified about official Jupyter news?" covered the screenshots: the
+    # answer "never" goes in this lab's own user settings.
+    settings = where / ".lab-settings"
+    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
+    (
+        settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    ).write_text('{"fetchNews": "false", "checkForUpdates": false}')
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-               JUPYTER_CONFIG_DIR=str(where / ".jupyter"))  # fmt: skip
+               JUPYTER_CONFIG_DIR=str(where / ".jupyter"),
+               JUPYTERLAB_SETTINGS_DIR=str(settings))  # fmt: skip
     log = open(where / "lab.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
@@ -90,6 +98,8 @@ def test_the_widget_runs_in_jupyterlab_and_isolates_a_token(lab, browser) -> Non
         page.set_viewport_size({"width": 1920, "height": 1080})
         time.sleep(0.5)
         widget.screenshot(path=str(SHOTS / "notebook-widget-after-click-1920x1080.png"))
+        page.screenshot(path=str(SHOTS / "notebook-1920x1080.png"))
+        assert page.get_by_text("official Jupyter news").count() == 0  # no news prompt over it
         # the static fallback of every view is there too, and the Plotly figures drew
         assert page.locator(".js-plotly-plot").count() >= 4
         assert not [u for u in outside if not u.startswith("http://127.0.0.1")], outside
