@@ -91,3 +91,22 @@ def image_pixels(image) -> np.ndarray:
     assert uri.startswith("data:image/png;base64,"), uri[:40]
     png = base64.b64decode(uri.split(",", 1)[1])
     return np.array(Image.open(io.BytesIO(png)).convert("RGB"))
+
+
+def small_atlas_probes(monkeypatch) -> None:
+    """The Head atlas page measures its built-in probes (about 11 texts a language, one of them a
+    200-word passage) plus the user's texts, again for every new set of texts. Tests that put many
+    texts through the page (hostile texts, URL walks) measure with two probes a language instead
+    (a natural sentence and a repeated sequence): the user's text is still measured, with the
+    probes it joins, and the page is still drawn from that measurement."""
+    from attnviz.engine import roles
+
+    full = roles.probe_texts
+
+    def two_probes(lang: str = "en") -> list[str]:
+        if lang == "both":
+            return [*two_probes("en"), *two_probes("zh")]
+        texts = full(lang)
+        return [texts["natural"][0], texts["repeated"][0]]
+
+    monkeypatch.setattr(roles, "probe_list", two_probes)

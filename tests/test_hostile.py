@@ -22,7 +22,7 @@ import torch
 from attnviz import StackConfig, trace_text
 from attnviz.engine.trace import Trace
 from tests import hostile_corpus as corpus
-from tests.apphelpers import app, pages
+from tests.apphelpers import app, pages, small_atlas_probes
 
 SENT = "The cat sat on the mat."
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
@@ -301,7 +301,8 @@ APP_TEXTS = [
 
 @pytest.mark.slow  # the Head atlas measures its heads again for each hostile text
 @pytest.mark.parametrize("page", pages())
-def test_every_page_with_hostile_texts(page: str) -> None:
+def test_every_page_with_hostile_texts(page: str, monkeypatch) -> None:
+    small_atlas_probes(monkeypatch)  # each hostile text is measured, with two probes, not eleven
     at = app(page)
     assert_page_is_clean(at, page)
     if any(t.key == "st_own" for t in at.toggle):  # the step page reads the text only when asked

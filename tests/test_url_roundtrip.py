@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from tests.apphelpers import app, pages
+from tests.apphelpers import app, pages, small_atlas_probes
 from tests.urlprop import change, controls, differences, flat, snapshot, targets, url_of
 
 # Sequences per page: >= 200 over the 11 pages of today's navigation (ATTNVIZ_URL_SEQUENCES to
@@ -38,7 +38,8 @@ def assert_link_reopens(at, page: str, what: list[str]) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", pages())
-def test_every_control_round_trips_through_the_url(page: str) -> None:
+def test_every_control_round_trips_through_the_url(page: str, monkeypatch) -> None:
+    small_atlas_probes(monkeypatch)  # every text set the walk makes is measured, with 2 probes
     rng = random.Random(f"url-{page}")
     at = app(page)
     assert not at.exception

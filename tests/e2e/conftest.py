@@ -123,6 +123,16 @@ def server() -> str:
         proc.wait(timeout=20)
 
 
+# The two window sizes every browser test checks and shoots: a laptop and a 1080p projector.
+SIZES = ((1280, 800), (1920, 1080))
+
+# Every chart's laid-out box and its plot's size: stable once plotly has drawn at the new width.
+_LAYOUT = """() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')].map(c => {
+  const r = c.getBoundingClientRect(), s = c.querySelector('.main-svg');
+  return [r.width, r.height, s ? s.getAttribute('width') : null];
+}).concat([[document.documentElement.clientWidth, document.documentElement.clientHeight]])"""
+
+
 class Page:
     """One browser tab on the app, with waits that know Streamlit."""
 
@@ -185,6 +195,37 @@ class Page:
         self.page.screenshot(path=str(path))
         self.page.set_viewport_size(size)
         return path
+
+    def resize(self, width: int, height: int) -> Page:
+        """Set the window to width x height and wait until the page has laid itself out again.
+        A resize reruns no script (the server does not know the window's size): the browser
+        lays the same run out again, and plotly redraws each chart at its new width."""
+        self.size = f"{width}x{height}"
+        if self.page.viewport_size == {"width": width, "height": height}:
+            return self  # already laid out at this size
+        self.page.set_viewport_size({"width": width, "height": height})
+        self.relayout()
+        self.assert_no_error()
+        return self
+
+    def relayout(self, timeout: float = 15) -> None:
+        """Wait until every chart's box and drawn size, and the script's state (not running),
+        have stayed the same for three looks in a row."""
+        app = self.page.locator('[data-testid="stApp"]')
+        deadline = time.time() + timeout
+        last, calm = None, 0
+        while time.time() < deadline and calm < 3:
+            now = [self.page.evaluate(_LAYOUT), app.get_attribute("data-test-script-state")]
+            calm = calm + 1 if now == last and now[1] == "notRunning" else 0
+            last = now
+            time.sleep(0.2)
+        assert calm >= 3, f"the page kept changing after a resize to {self.size}"
+
+    def sizes(self, sizes=SIZES):
+        """Yield at each of `sizes` (1280x800, then 1920x1080): the page's work (load, type,
+        wait for charts) is done once, then every check and shot runs at each size."""
+        for width, height in sizes:
+            yield self.resize(width, height)
 
     def close(self) -> None:
         self.page.close()

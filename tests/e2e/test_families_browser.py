@@ -40,30 +40,32 @@ def _build(tmp_path_factory) -> dict[str, str]:
     return found
 
 
-@pytest.mark.parametrize("size", ["page", "big_page"])
-def test_decoder_page_and_next_token_diff(folders, size: str, request) -> None:
-    p = request.getfixturevalue(size)
+# Each page is opened once, then checked and shot at both window sizes (Page.sizes).
+def test_decoder_page_and_next_token_diff(folders, page) -> None:
+    p = page
     model = quote(folders["llama"], safe="")
     p.open(f"bert?model={model}&device=cpu")
-    assert p.wait_count(CHARTS, 5, timeout=90, at_least=True) >= 5
-    assert "llama · decoder (causal)" in p.page.inner_text("body")
-    assert "2 K/V heads (GQA)" in p.page.inner_text("body")
-    p.shot("pretrained-llama")
+    for _ in p.sizes():
+        assert p.wait_count(CHARTS, 5, timeout=90, at_least=True) >= 5
+        assert "llama · decoder (causal)" in p.page.inner_text("body")
+        assert "2 K/V heads (GQA)" in p.page.inner_text("body")
+        p.shot("pretrained-llama")
     p.open(f"bert?model={model}&device=cpu&b_ablate=L1H0&b_ablate=L1H2&view=detail")
-    assert p.wait_count('[data-testid="stMetric"]', 3, timeout=60) == 3  # the what-if row
-    # the legend of the next-token chart, drawn after the script ends
-    p.page.get_by_text("p unchanged").first.wait_for(timeout=30_000)
-    p.shot("pretrained-llama-what-if")
+    for _ in p.sizes():
+        assert p.wait_count('[data-testid="stMetric"]', 3, timeout=60) == 3  # the what-if row
+        # the legend of the next-token chart, drawn after the script ends
+        p.page.get_by_text("p unchanged").first.wait_for(timeout=30_000)
+        p.shot("pretrained-llama-what-if")
 
 
-@pytest.mark.parametrize("size", ["page", "big_page"])
-def test_encoder_decoder_cross_attention(folders, size: str, request) -> None:
-    p = request.getfixturevalue(size)
+def test_encoder_decoder_cross_attention(folders, page) -> None:
+    p = page
     model = quote(folders["bart"], safe="")
     p.open(f"bert?model={model}&device=cpu&b_part=cross&view=heads")
-    assert p.wait_count(CHARTS, 5, timeout=90, at_least=True) >= 5
-    assert p.page.get_by_text("Cross-attention").count() >= 1
-    p.shot("pretrained-bart-cross")
+    for _ in p.sizes():
+        assert p.wait_count(CHARTS, 5, timeout=90, at_least=True) >= 5
+        assert p.page.get_by_text("Cross-attention").count() >= 1
+        p.shot("pretrained-bart-cross")
 
 
 def test_sharing_page_real_grouping(folders, big_page) -> None:

@@ -12,17 +12,17 @@ LANGS = {"English": "en", "中文": "zh"}
 
 
 @pytest.mark.parametrize("lang", sorted(LANGS))
-@pytest.mark.parametrize("size", ["page", "big_page"])
-def test_generate_opens_the_run_and_step_of_its_link(size: str, lang: str, request) -> None:
-    p = request.getfixturevalue(size)
+def test_generate_opens_the_run_and_step_of_its_link(page, lang: str) -> None:
+    p = page
     p.open(f"generate?g_n=6&g_step=3&g_greedy=false&g_seed=5&lang={lang}")
-    assert p.wait_count(CHARTS, 3, timeout=120) == 3
-    assert p.wait_count(f"{CHARTS} .heatmaplayer", 1) == 1
-    values = p.page.locator('[data-testid="stMetricValue"]').all_inner_texts()
-    assert len(values) == 4 and values[2].endswith("KiB")
-    title = "Step 3" if lang == "English" else "第 3 步"
-    assert p.page.get_by_text(title).count() >= 1
-    p.shot(f"generate-{LANGS[lang]}")
+    for _ in p.sizes():  # one generation, checked and shot at both window sizes
+        assert p.wait_count(CHARTS, 3, timeout=120) == 3
+        assert p.wait_count(f"{CHARTS} .heatmaplayer", 1) == 1
+        values = p.page.locator('[data-testid="stMetricValue"]').all_inner_texts()
+        assert len(values) == 4 and values[2].endswith("KiB")
+        title = "Step 3" if lang == "English" else "第 3 步"
+        assert p.page.get_by_text(title).count() >= 1
+        p.shot(f"generate-{LANGS[lang]}")
 
 
 def _train(p, section: int, done: str, timeout: float = 120) -> None:
@@ -42,15 +42,12 @@ def test_lab_trains_both_sections(page, projector: bool) -> None:
     # reruns nothing: the charts of that run are laid out again), each size checked and shot.
     p = page
     flag = "&projector=true" if projector else ""
-    p.open(f"lab?lab_steps=150&lab_lr=0.003&sc_steps=40{flag}")
+    p.open(f"lab?lab_steps=100&lab_lr=0.003&sc_steps=20{flag}")
     assert p.count(CHARTS) == 0  # nothing trains until asked
     _train(p, 0, "Done:")
     assert p.page.get_by_text("An induction head appeared at step").count() == 1
     _train(p, 1, "Done:")
-    for width, height in ((1280, 800), (1920, 1080)):
-        p.page.set_viewport_size({"width": width, "height": height})
-        p.size = f"{width}x{height}"
-        p.settle()
+    for _ in p.sizes():
         assert p.wait_count(CHARTS, 6, timeout=30) == 6
         assert p.page.get_by_text("Measured at d_k = 256").count() == 1
         assert p.page.get_by_text("An induction head appeared at step").count() == 1

@@ -21,29 +21,28 @@ LINK = {
 }
 
 
-@pytest.mark.parametrize("size", [(1280, 800), (1920, 1080)])
-def test_model_name_is_shown_literally(browser, server, size) -> None:
-    page = Page(browser, server, *size).open(f"bert?model={quote(EVIL)}")
-    alert = page.page.locator('[data-testid="stAlertContentError"]').first
-    alert.wait_for(timeout=30_000)
-    text = alert.inner_text()
-    assert ":red[evil]" in text and "**bold**" in text and "<b>pwn</b>" in text
-    assert page.count('a[href^="javascript"]') == 0  # no link was made
-    assert page.count("[data-testid=stMain] b") == 0  # no bold from the name
-    assert page.count(".katex") == 0  # no LaTeX from $x^2$
-    page.shot("hostile-model-name")
-    page.close()
+# Each page is opened once, then checked and shot at both window sizes (Page.sizes).
+def test_model_name_is_shown_literally(page) -> None:
+    page.open(f"bert?model={quote(EVIL)}")
+    for _ in page.sizes():
+        alert = page.page.locator('[data-testid="stAlertContentError"]').first
+        alert.wait_for(timeout=30_000)
+        text = alert.inner_text()
+        assert ":red[evil]" in text and "**bold**" in text and "<b>pwn</b>" in text
+        assert page.count('a[href^="javascript"]') == 0  # no link was made
+        assert page.count("[data-testid=stMain] b") == 0  # no bold from the name
+        assert page.count(".katex") == 0  # no LaTeX from $x^2$
+        page.shot("hostile-model-name")
 
 
-@pytest.mark.parametrize("size", [(1280, 800), (1920, 1080)])
-def test_over_budget_link_gets_a_message(browser, server, size) -> None:
-    page = Page(browser, server, *size).open(f"?{urlencode(LINK)}")
-    alert = page.page.locator('[data-testid="stAlertContentError"]').first
-    alert.wait_for(timeout=30_000)
-    assert "3.2 GiB" in alert.inner_text()
-    assert page.count(".js-plotly-plot") == 0  # nothing computed
-    page.shot("hostile-link")
-    page.close()
+def test_over_budget_link_gets_a_message(page) -> None:
+    page.open(f"?{urlencode(LINK)}")
+    for _ in page.sizes():
+        alert = page.page.locator('[data-testid="stAlertContentError"]').first
+        alert.wait_for(timeout=30_000)
+        assert "3.2 GiB" in alert.inner_text()
+        assert page.count(".js-plotly-plot") == 0  # nothing computed
+        page.shot("hostile-link")
 
 
 @pytest.mark.parametrize("size", [(1280, 800)])
@@ -69,13 +68,15 @@ def public_server():
         yield f"http://127.0.0.1:{port}"
 
 
-@pytest.mark.parametrize("size", [(1280, 800), (1920, 1080)])
-def test_public_mode_offers_a_list_and_hides_paths(browser, public_server, size) -> None:
-    page = Page(browser, public_server, *size).open("bert?model=%2Fetc")
-    box = page.page.get_by_role("combobox", name="Model (this server's list)")
-    box.wait_for(timeout=60_000)
-    body = page.page.locator("[data-testid=stMain]").inner_text()
-    assert "/etc" not in body
-    page.wait_count(".js-plotly-plot", 1, timeout=60, at_least=True)  # the bundled model runs
-    page.shot("public-mode-bert")
-    page.close()
+def test_public_mode_offers_a_list_and_hides_paths(browser, public_server) -> None:
+    page = Page(browser, public_server).open("bert?model=%2Fetc")
+    try:
+        for _ in page.sizes():
+            box = page.page.get_by_role("combobox", name="Model (this server's list)")
+            box.wait_for(timeout=60_000)
+            body = page.page.locator("[data-testid=stMain]").inner_text()
+            assert "/etc" not in body
+            page.wait_count(".js-plotly-plot", 1, timeout=60, at_least=True)  # the model runs
+            page.shot("public-mode-bert")
+    finally:
+        page.close()

@@ -9,16 +9,18 @@ from tests.e2e.conftest import ROOT
 HEATMAPS = '[data-testid="stPlotlyChart"] .heatmaplayer'
 
 
-@pytest.mark.parametrize("size", ["page", "big_page"])
-def test_bert_page_overview_and_what_if(size: str, request) -> None:
-    p = request.getfixturevalue(size)
+# Each page is opened once and checked and shot at both window sizes (Page.sizes).
+def test_bert_page_overview_and_what_if(page) -> None:
+    p = page
     p.open("bert")
-    assert p.wait_count('[data-testid="stPlotlyChart"]', 4, timeout=90, at_least=True) >= 4
-    p.shot("bert")
+    for _ in p.sizes():
+        assert p.wait_count('[data-testid="stPlotlyChart"]', 4, timeout=90, at_least=True) >= 4
+        p.shot("bert")
     p.open("bert?b_scale=false&b_mask=2%3A+animal")
-    assert p.wait_count('[data-testid="stMetric"]', 3, timeout=60) == 3
-    assert "0." in p.page.locator('[data-testid="stMetricValue"]').first.inner_text()
-    p.shot("bert-what-if")
+    for _ in p.sizes():
+        assert p.wait_count('[data-testid="stMetric"]', 3, timeout=60) == 3
+        assert "0." in p.page.locator('[data-testid="stMetricValue"]').first.inner_text()
+        p.shot("bert-what-if")
 
 
 def test_bert_page_toggle_scaling_in_the_browser(page) -> None:
@@ -44,23 +46,24 @@ def test_step_by_step_walks_forward(big_page, lang: str) -> None:
     big_page.shot("step-by-step-" + ("en" if lang == "English" else "zh"))
 
 
-@pytest.mark.parametrize("size", ["page", "big_page"])
-def test_sharing_page(size: str, request) -> None:
-    p = request.getfixturevalue(size)
+def test_sharing_page(page) -> None:
+    p = page
     p.open("sharing?sh_kv=2")
-    assert p.wait_count(HEATMAPS, 2) == 2
-    p.shot("sharing")
+    for _ in p.sizes():
+        assert p.wait_count(HEATMAPS, 2) == 2
+        p.shot("sharing")
 
 
-@pytest.mark.parametrize("size", ["page", "big_page"])
 @pytest.mark.parametrize("name", ["why_scale", "multihead", "positions"])
-def test_lesson_pages(name: str, size: str, request) -> None:
-    p = request.getfixturevalue(size)
+def test_lesson_pages(name: str, page) -> None:
+    p = page
     p.open(name)
-    assert p.wait_count('[data-testid="stPlotlyChart"]', 4, timeout=60, at_least=True) >= 4
-    p.shot(name)
+    for _ in p.sizes():
+        assert p.wait_count('[data-testid="stPlotlyChart"]', 4, timeout=60, at_least=True) >= 4
+        p.shot(name)
     p.open(f"{name}?lang=中文")
-    p.shot(f"{name}-zh")
+    for _ in p.sizes():
+        p.shot(f"{name}-zh")
 
 
 def test_every_page_is_in_the_navigation(page) -> None:
@@ -91,18 +94,18 @@ FITS = """() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')].ma
 })"""
 
 
-@pytest.mark.parametrize("size", ["page", "big_page"])
 @pytest.mark.parametrize("name", ["why_scale", "positions"])
-def test_chart_titles_and_cell_numbers_fit(name: str, size: str, request) -> None:
+def test_chart_titles_and_cell_numbers_fit(name: str, page) -> None:
     """At 1280 px, three charts in a row cut Why √d_k's titles off and ran LayerNorm/BatchNorm's
     numbers into each other: titles now break their line, the norms go two to a row."""
-    p = request.getfixturevalue(size)
+    p = page
     for lang in ("English", "中文"):
         p.open(f"{name}?lang={lang}")
         p.wait_count('[data-testid="stPlotlyChart"]', 4, timeout=60, at_least=True)
         p.page.wait_for_timeout(1500)  # plotly draws after the script ends
-        charts = p.page.evaluate(FITS)
-        assert [c for c in charts if c["cut"]] == [], f"{name} {lang} at {p.size}"
-        assert [c for c in charts if c["overlaps"]] == [], f"{name} {lang} at {p.size}"
-        if name == "positions":  # the three norm matrices, 5 x 8 numbers each
-            assert sum(c["numbers"] == 40 for c in charts) >= 3, charts
+        for _ in p.sizes():
+            charts = p.page.evaluate(FITS)
+            assert [c for c in charts if c["cut"]] == [], f"{name} {lang} at {p.size}"
+            assert [c for c in charts if c["overlaps"]] == [], f"{name} {lang} at {p.size}"
+            if name == "positions":  # the three norm matrices, 5 x 8 numbers each
+                assert sum(c["numbers"] == 40 for c in charts) >= 3, charts
