@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,6 +120,17 @@ def run_child(side: str, folder: str, n: int) -> dict:
     return child(__file__, ["--child", side, "--folder", folder, "--n", str(n)], env)
 
 
+def both_sides(sizes: str, run) -> Iterator[tuple[dict, dict]]:
+    """For each n of `sizes` ("512,1024"): (the SDPA side's result, the trace's), each from
+    run(side, n) in a fresh process; an n where either side failed is printed and skipped."""
+    for n in (int(s) for s in sizes.split(",")):
+        base, got = run("sdpa", n), run("trace", n)
+        if "error" in base or "error" in got:
+            print(f"{n} | sdpa: {base.get('error', 'ok')} | trace: {got.get('error', 'ok')}")
+            continue
+        yield base, got
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--child", choices=("sdpa", "trace"))
@@ -139,11 +151,7 @@ def main() -> None:
         head = ("n", "trace s", "SDPA s", "time ×", "trace RSS", "SDPA RSS", "RSS ×",
                 "trace MiB", "overview", "head img", "window", "stats")  # fmt: skip
         print(" | ".join(head))
-        for n in (int(s) for s in args.sizes.split(",")):
-            base, got = run_child("sdpa", folder, n), run_child("trace", folder, n)
-            if "error" in base or "error" in got:
-                print(f"{n} | sdpa: {base.get('error', 'ok')} | trace: {got.get('error', 'ok')}")
-                continue
+        for base, got in both_sides(args.sizes, lambda side, n: run_child(side, folder, n)):
             row = (
                 f"{got['n']}", f"{got['seconds']:.2f}", f"{base['seconds']:.2f}",
                 f"{got['seconds'] / base['seconds']:.2f}", f"{got['rss'] / gb:.2f}",

@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from long_context import child  # noqa: E402
+from long_context import both_sides, child  # noqa: E402
 
 SHAPES = {
     "1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
@@ -173,11 +173,7 @@ def main() -> None:
     head = ("n", "trace s", "SDPA s", "time ×", "trace peak", "SDPA peak", "peak ×", "weights",
             "trace held", "head img s", "window s", "max |Δw|", "row sum err")  # fmt: skip
     print(" | ".join(head), flush=True)
-    for n in (int(s) for s in args.sizes.split(",")):
-        base, got = run_child("sdpa", args.model, n), run_child("trace", args.model, n)
-        if "error" in base or "error" in got:
-            print(f"{n} | sdpa: {base.get('error', 'ok')} | trace: {got.get('error', 'ok')}")
-            continue
+    for base, got in both_sides(args.sizes, lambda side, n: run_child(side, args.model, n)):
         row = (
             f"{got['n']}", f"{got['seconds']:.2f}", f"{base['seconds']:.2f}",
             f"{got['seconds'] / base['seconds']:.2f}", f"{got['peak'] / GiB:.1f}",

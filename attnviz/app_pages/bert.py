@@ -57,6 +57,12 @@ if model.kind == "encoder-decoder":
 # The trace is made in the folded panel below; its spinner (after 0.5 s: a long input) shows here.
 waiting = st.empty()
 
+
+def traced(**knobs):
+    with waiting.container(), st.spinner(t("long.tracing", chars=len(text)), show_time=True):
+        return models.model_trace(model, model_key, text, ui.pair(), **knobs)
+
+
 # Folded: open, the knobs and results put the views ~900 px down the page. What a knob changed
 # shows right below it in one row (whatif_panel.results), and names the silenced heads.
 with st.expander(t("bert.whatif"), expanded=False):
@@ -76,8 +82,7 @@ with st.expander(t("bert.whatif"), expanded=False):
     )
     base_trace = None
     try:
-        with waiting.container(), st.spinner(t("long.tracing", chars=len(text)), show_time=True):
-            base_trace = models.model_trace(model, model_key, text, ui.pair())
+        base_trace = traced()
     except (ValueError, TypeError) as err:
         st.info(t("err.empty") if "empty" in str(err) else markup.escape(ui.said(err)))
         st.stop()
@@ -98,11 +103,7 @@ knobs = dict(
     mask_tokens=tuple(masked),
 )
 changed = not use_scale or float(temperature) != 1.0 or ablate or masked
-if changed:
-    with waiting.container(), st.spinner(t("long.tracing", chars=len(text)), show_time=True):
-        trace = models.model_trace(model, model_key, text, ui.pair(), **knobs)
-else:
-    trace = base_trace
+trace = traced(**knobs) if changed else base_trace
 waiting.empty()
 full_trace, full_base = trace, base_trace
 part = pretrained.pick_part(model)

@@ -30,9 +30,10 @@ WARM_THREADS = 1  # warm-ups made at once
 
 
 class _Job:
-    __slots__ = ("ref", "side", "specials", "done", "warm")
+    __slots__ = ("key", "ref", "side", "specials", "done", "warm")
 
     def __init__(self, layer, side, specials, warm: bool) -> None:
+        self.key = (id(layer), side, specials)
         self.ref = weakref.ref(layer)
         self.side, self.specials, self.warm = side, specials, warm
         self.done = threading.Event()
@@ -55,10 +56,9 @@ class _Pool:
             self.threads.append(thread)
 
     def submit(self, layer, side, specials, warm: bool) -> _Job:
-        key = (id(layer), side, specials)
         with self.cv:
             self._ensure_threads()
-            job = self.jobs.get(key)
+            job = self.jobs.get((id(layer), side, specials))
             if job is not None and job.ref() is layer:
                 if not warm and job.warm and job in self.queue:  # a view waits: move it ahead
                     self.queue.remove(job)
@@ -67,7 +67,7 @@ class _Pool:
                     self.cv.notify_all()
                 return job
             job = _Job(layer, side, specials, warm)
-            self.jobs[key] = job
+            self.jobs[job.key] = job
             if warm:
                 self.queue.append(job)
                 self._drop_old_warm_ups()
@@ -83,9 +83,8 @@ class _Pool:
             self._forget(job)
 
     def _forget(self, job: _Job) -> None:
-        for key, value in list(self.jobs.items()):
-            if value is job:
-                del self.jobs[key]
+        if self.jobs.get(job.key) is job:  # a newer job may hold the key of a layer that died
+            del self.jobs[job.key]
         job.done.set()
 
     def _work(self) -> None:

@@ -193,34 +193,52 @@ def weights_image(
         dx=dx,
         y0=(dy - 1) / 2,
         dy=dy,
-        hovertemplate=f"{html.escape(y_title)} %{{y:.0f}}<br>"
-        f"{html.escape(x_title)} %{{x:.0f}}<extra></extra>",
+        hovertemplate=_position_hover(x_title, y_title),
     )
-    xs, ys = escape(x_tokens), escape(y_tokens)
+    axes = _position_axes(x_tokens, y_tokens, (n_q, n_k), (0, 0), max_ticks, x_title, y_title)
+    return figure([image], layout_dict(title, height, axes))
+
+
+def _position_hover(x_title: str, y_title: str) -> str:
+    """An image's hover: the query and key positions under the pointer."""
+    return f"{html.escape(y_title)} %{{y:.0f}}<br>{html.escape(x_title)} %{{x:.0f}}<extra></extra>"
+
+
+def _position_axes(
+    x_tokens: Sequence[str],
+    y_tokens: Sequence[str],
+    shape: tuple[int, int],
+    start: tuple[int, int],
+    max_ticks: int,
+    x_title: str,
+    y_title: str,
+) -> dict:
+    """The x and y axes of a map of `shape` (n_q, n_k) drawn as an image, counting positions from
+    `start` (key, query): ticks name every k-th token as "position: token", queries run
+    downwards, square cells."""
+    (x0, y0), (n_q, n_k) = start, shape
+    xs, ys = escape(x_tokens[:n_k]), escape(y_tokens[:n_q])
     sx, sy = tick_step(n_k, max_ticks), tick_step(n_q, max_ticks)
+    plain = dict(tickmode="array", showgrid=False, zeroline=False)
     xaxis = dict(
-        tickmode="array",
-        tickvals=list(range(0, n_k, sx)),
-        ticktext=[f"{j}: {xs[j]}" for j in range(0, n_k, sx)],
+        plain,
+        tickvals=[x0 + j for j in range(0, n_k, sx)],
+        ticktext=[f"{x0 + j}: {xs[j]}" for j in range(0, n_k, sx)],
         tickangle=-90,
         side="bottom",
-        showgrid=False,
-        zeroline=False,
-        range=[-0.5, n_k - 0.5],
+        range=[x0 - 0.5, x0 + n_k - 0.5],
         title=dict(text=x_title, font=dict(size=12)),
     )
     yaxis = dict(
-        tickmode="array",
-        tickvals=list(range(0, n_q, sy)),
-        ticktext=[f"{i}: {ys[i]}" for i in range(0, n_q, sy)],
-        showgrid=False,
-        zeroline=False,
-        range=[n_q - 0.5, -0.5],
+        plain,
+        tickvals=[y0 + i for i in range(0, n_q, sy)],
+        ticktext=[f"{y0 + i}: {ys[i]}" for i in range(0, n_q, sy)],
+        range=[y0 + n_q - 0.5, y0 - 0.5],
         scaleanchor="x",
         constrain="domain",
         title=dict(text=y_title, font=dict(size=12)),
     )
-    return figure([image], layout_dict(title, height, dict(xaxis=xaxis, yaxis=yaxis)))
+    return dict(xaxis=xaxis, yaxis=yaxis)
 
 
 def signed_image(
@@ -228,7 +246,7 @@ def signed_image(
     x_tokens: Sequence[str],
     y_tokens: Sequence[str],
     *,
-    bound: float,
+    bound: float | None = None,
     start: tuple[int, int] = (0, 0),
     title: str = "",
     height: int | None = None,
@@ -239,44 +257,21 @@ def signed_image(
     """A window of signed values [q, k] (scores, logits) as a palette PNG, one pixel a cell,
     coloured like heatmaps.heatmap(signed=True) from −bound (blue) to +bound (red); −inf and NaN
     (masked logits) white. Colour only: a 512 x 512 window is ~1 MB as numbers, a few hundred KB
-    here. `start` (key, query): the window's first positions, which the axes count from."""
+    here. `start` (key, query): the window's first positions, which the axes count from.
+    `bound` None: the largest finite |value| (1 if none), as heatmaps.heatmap(signed=True)."""
     z = matrix.detach().float().cpu()  # [q, k]
-    n_q, n_k = z.shape
     finite = torch.isfinite(z)
+    if bound is None:
+        bound = float(z[finite].abs().max()) if finite.any() else 1.0
     norm = (z.nan_to_num(0.0, 0.0, 0.0) / max(bound, 1e-12)).clamp(-1, 1)  # [q, k]
     levels = MOSAIC_LEVELS
     img = _colour_lut(SIGNED_SCALE, levels)[((norm + 1) / 2 * (levels - 1)).round().long().numpy()]
     img[~finite.numpy()] = 255  # [q, k, rgb]
-    (x0, y0), xs, ys = start, escape(x_tokens), escape(y_tokens)
+    x0, y0 = start
     image = dict(
-        type="image",
-        source=png_data_uri(img),
-        x0=x0,
-        dx=1,
-        y0=y0,
-        dy=1,
-        hovertemplate=f"{html.escape(y_title)} %{{y:.0f}}<br>"
-        f"{html.escape(x_title)} %{{x:.0f}}<extra></extra>",
-    )
-    sx, sy = tick_step(n_k, max_ticks), tick_step(n_q, max_ticks)
-    axis = dict(tickmode="array", showgrid=False, zeroline=False)
-    xaxis = dict(
-        axis,
-        tickvals=[x0 + j for j in range(0, n_k, sx)],
-        ticktext=[f"{x0 + j}: {xs[j]}" for j in range(0, n_k, sx)],
-        tickangle=-90,
-        range=[x0 - 0.5, x0 + n_k - 0.5],
-        title=dict(text=x_title, font=dict(size=12)),
-    )
-    yaxis = dict(
-        axis,
-        tickvals=[y0 + i for i in range(0, n_q, sy)],
-        ticktext=[f"{y0 + i}: {ys[i]}" for i in range(0, n_q, sy)],
-        range=[y0 + n_q - 0.5, y0 - 0.5],
-        scaleanchor="x",
-        constrain="domain",
-        title=dict(text=y_title, font=dict(size=12)),
-    )
+        type="image", source=png_data_uri(img), x0=x0, dx=1, y0=y0, dy=1,
+        hovertemplate=_position_hover(x_title, y_title),
+    )  # fmt: skip
     # The colour bar: an image has none, so a one-cell heatmap on the same scale that nobody sees
     # (opacity 0, no hover) carries it; the pixels' colours are the scale's at the same levels.
     bar = dict(
@@ -284,7 +279,8 @@ def signed_image(
         colorscale=named_scale(SIGNED_SCALE), hoverinfo="skip", showscale=True,
         colorbar=dict(thickness=10, xpad=4),
     )  # fmt: skip
-    return figure([image, bar], layout_dict(title, height, dict(xaxis=xaxis, yaxis=yaxis)))
+    axes = _position_axes(x_tokens, y_tokens, tuple(z.shape), start, max_ticks, x_title, y_title)
+    return figure([image, bar], layout_dict(title, height, axes))
 
 
 def png_data_uri(img: np.ndarray) -> str:

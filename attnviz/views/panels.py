@@ -231,7 +231,7 @@ def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
                 matrix,
                 trace.key_tokens[ks],
                 trace.tokens[qs],
-                bound=bound or _bound(matrix),
+                bound=bound,
                 title=title + note,
                 **picture,
             )  # fmt: skip
@@ -273,12 +273,6 @@ def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
             **colour_kwargs(weights, "fixed" if shared else mode, tr),
         ),
     ]
-
-
-def _bound(matrix: torch.Tensor) -> float:
-    """The largest finite |value| of a matrix (a signed colour scale's ends), 1 if none."""
-    finite = matrix[torch.isfinite(matrix)]
-    return float(finite.abs().max()) if finite.numel() else 1.0
 
 
 def rollout_figures(trace: Trace, sel: Selection, residual: bool = True) -> list[go.Figure]:
