@@ -356,12 +356,16 @@ def test_layers_slider_follows_the_budget_when_the_text_grows() -> None:
     assert not at.error
 
 
-def test_the_lab_limits_come_from_the_budget() -> None:
-    # ATTNVIZ_LAB_SECONDS / ATTNVIZ_LAB_RUNS are Budget fields, checked like every other limit
+def test_the_lab_limits_come_from_the_budget_and_the_serving_knobs() -> None:
+    # ATTNVIZ_LAB_SECONDS is a Budget field, ATTNVIZ_LAB_RUNS a Serving one
+    # (attnviz.serve.settings), checked like every other limit
     import subprocess
     import sys
 
-    code = "import attnviz.engine.lab as lab; print(lab.LAB_SECONDS, lab.LAB_RUNS)"
+    code = (
+        "import attnviz.engine.lab as lab, attnviz.serve.lab as jobs; "
+        "print(lab.LAB_SECONDS, jobs.LAB_RUNS)"
+    )
     env = dict(os.environ, ATTNVIZ_LAB_SECONDS="5", ATTNVIZ_LAB_RUNS="3")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.stdout.split() == ["5.0", "3"], done.stderr

@@ -48,7 +48,6 @@ except Exception as err:  # noqa: BLE001 - any loader failure (e.g. a broken mir
     model = None
 if model is None:
     st.stop()
-model_key = (model.name, model.device, dtype)
 pretrained.summary(model)
 text = pretrained.document() or ui.text()  # a long document pasted or uploaded, else the sidebar
 if model.kind == "encoder-decoder":
@@ -58,9 +57,9 @@ if model.kind == "encoder-decoder":
 waiting = st.empty()
 
 
-def traced(**knobs):
+def traced(request):
     with waiting.container(), st.spinner(t("long.tracing", chars=len(text)), show_time=True):
-        return models.model_trace(model, model_key, text, ui.pair(), **knobs)
+        return models.model_trace(model, request)
 
 
 # Folded: open, the knobs and results put the views ~900 px down the page. What a knob changed
@@ -82,7 +81,8 @@ with st.expander(t("bert.whatif"), expanded=False):
     )
     base_trace = None
     try:
-        base_trace = traced()
+        base_request = models.request(model, text, ui.pair())
+        base_trace = traced(base_request)
     except (ValueError, TypeError) as err:
         st.info(t("err.empty") if "empty" in str(err) else markup.escape(ui.said(err)))
         st.stop()
@@ -96,14 +96,12 @@ with st.expander(t("bert.whatif"), expanded=False):
     )
 
 ablate = tuple(head_ids[x] for x in ablate_ids if x in head_ids)
-knobs = dict(
-    use_scale=use_scale,
-    temperature=float(temperature),
-    ablate=ablate,
+request = models.request(
+    model, text, ui.pair(), use_scale=use_scale, temperature=float(temperature), ablate=ablate,
     mask_tokens=tuple(masked),
-)
-changed = not use_scale or float(temperature) != 1.0 or ablate or masked
-trace = traced(**knobs) if changed else base_trace
+)  # fmt: skip
+changed = request != base_request  # a knob was turned
+trace = traced(request) if changed else base_trace
 waiting.empty()
 full_trace, full_base = trace, base_trace
 part = pretrained.pick_part(model)

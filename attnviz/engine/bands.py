@@ -100,8 +100,31 @@ def _band(layer, r0: int, r1: int) -> tuple[torch.Tensor, torch.Tensor, int, int
     return w, expo, c0, c1
 
 
-_busy: set[int] = set()  # id() of the layers some thread is passing over now
-_busy_cv = threading.Condition()
+_state_lock = threading.Lock()  # makes a layer's _Memo once
+
+
+class _Memo:
+    """A lean layer's summaries by (side, specials), and whether a thread is passing over it
+    now (others wait for that pass: its summary may be the one they need). Kept on the layer."""
+
+    def __init__(self) -> None:
+        self.made: dict[tuple, LayerSummary] = {}
+        self.busy = False
+        self.cv = threading.Condition()
+
+
+def _memo(layer) -> _Memo:
+    memo = layer.__dict__.get("_summaries")
+    if memo is None:
+        with _state_lock:
+            memo = layer.__dict__.setdefault("_summaries", _Memo())
+    return memo
+
+
+def made(layer, side: tuple[int, int] | None, specials: tuple[int, ...]) -> bool:
+    """Whether this layer's summary for (side, specials) is made already."""
+    memo = layer.__dict__.get("_summaries")
+    return memo is not None and (side, specials) in memo.made
 
 
 def summarize(
@@ -111,23 +134,31 @@ def summarize(
     layer, in one pass over bands of rows; memoized per (side, specials) on the layer. Specials
     None: any summary already made will do (the caller reads no "special" sum). A thread that
     asks while another passes over the same layer waits for it (its summary may be the one)."""
-    memo = layer.__dict__.setdefault("_summaries", {})
+    memo = _memo(layer)
     key = (side, () if specials is None else specials)
-    with _busy_cv:
-        while id(layer) in _busy:
-            _busy_cv.wait()
-        if specials is None and memo:
-            return next(iter(memo.values()))
-        if key in memo:
-            return memo[key]
-        _busy.add(id(layer))
+    with memo.cv:
+        while memo.busy:
+            memo.cv.wait()
+        if specials is None and memo.made:
+            return next(iter(memo.made.values()))
+        if key in memo.made:
+            return memo.made[key]
+        memo.busy = True
     try:
-        summary = memo[key] = _summarize(layer, side, key[1])
+        summary = memo.made[key] = _summarize(layer, side, key[1])
     finally:
-        with _busy_cv:
-            _busy.discard(id(layer))
-            _busy_cv.notify_all()
+        with memo.cv:
+            memo.busy = False
+            memo.cv.notify_all()
     return summary
+
+
+def summaries(
+    layers, side: tuple[int, int] | None, specials: tuple[int, ...]
+) -> list[LayerSummary]:
+    """summarize() of every layer, one after another in this thread (a server makes them a layer
+    per core beforehand: attnviz.serve.bandpool), each memoized on its layer."""
+    return [summarize(layer, side, specials) for layer in layers]
 
 
 def _summarize(layer, side: tuple[int, int] | None, specials: tuple[int, ...]) -> LayerSummary:

@@ -225,7 +225,8 @@ def generate(
     attention knobs (no ÷√d_head, temperature, silenced heads) at every step. `cache=False` reruns
     the whole sequence at each step instead of using the KV cache (slower; the same rows: the
     check of the cached path). Stops early at the model's end token."""
-    from attnviz.engine.hooked.intercept import Knobs, Recording
+    from attnviz.engine.hooked.intercept import Recording
+    from attnviz.engine.request import Knobs
 
     sampling = sampling or Sampling()
     what_if = what_if or WhatIf()

@@ -15,6 +15,7 @@ from attnviz.engine import validate
 from attnviz.engine.attention import attend
 from attnviz.engine.budget import budget, check_stack_run
 from attnviz.engine.config import StackConfig
+from attnviz.engine.request import TraceRequest
 from attnviz.engine.tokenize import tokenize
 from attnviz.engine.trace import LayerTrace, Trace
 
@@ -241,4 +242,6 @@ def trace_text(
     trace.meta["n_input"] = {"text": n_in, "pair": n_in_pair}  # which sentence was cut
     if key_mask is not None:
         trace.special = {PAD: [i for i, t in enumerate(key_mask.tolist()) if not t]}
+    else:  # what the trace answers: trace_text(request.text, request.model, request.pair)
+        trace.request = TraceRequest(config, text, text_pair)
     return trace

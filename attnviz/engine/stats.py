@@ -69,8 +69,7 @@ STATS = ("entropy", "entropy_rel", "max_weight", "distance", "self", "prev", "fi
 def _head_stats_in_bands(trace: Trace) -> dict[str, torch.Tensor]:
     """head_stats, the same definitions, from one pass over bands of rows per layer (all heads
     together; attnviz.engine.bands, shared with the overview's pooled map and memoized)."""
-    from attnviz.engine.bandpool import summaries
-    from attnviz.engine.bands import THUMB, specials_of
+    from attnviz.engine.bands import THUMB, specials_of, summaries
 
     parts = summaries(trace.layers, (THUMB, THUMB), specials_of(trace))
     which = {"entropy_rel": "wide", "prev": "prev"}

@@ -11,8 +11,7 @@ from typing import Any
 
 import torch
 
-from attnviz.engine.bandpool import summaries
-from attnviz.engine.bands import specials_of
+from attnviz.engine.bands import specials_of, summaries
 from attnviz.engine.lean import MaskRule, lean_block
 
 _MISSING = object()
@@ -197,6 +196,13 @@ class Trace:
     # An encoder-decoder's other attentions, each a Trace: "decoder" (self) and "cross" (keys are
     # this trace's tokens). This trace is the encoder's.
     parts: dict[str, Trace] = field(default_factory=dict)
+    # The TraceRequest this trace answers (attnviz.engine.request; its parts share it), or None
+    # for a trace made without one: what a server's cache and a fragment know it by.
+    request: Any = None
+    # Values derived from this trace for views (a figure, a table), kept as long as it lives: a
+    # server memoizes them here (attnviz.serve.memos), so they go with the trace, never in a
+    # table of their own.
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.key_tokens is None:
@@ -239,7 +245,9 @@ class Trace:
 def pooled_weights(trace: Trace, th: int, tw: int) -> torch.Tensor:
     """Every head's weights average-pooled to at most th x tw, computed where the trace lives (a
     GPU trace copies only the pooled mosaic). [layer, head, <=th, <=tw], CPU float32"""
-    lean = [layer for layer in trace.layers if layer.lean]  # a band of rows at a time, all heads
+    # A band of rows at a time, all heads; made here one layer after another unless a server
+    # made them already (attnviz.serve.bandpool: a layer per core).
+    lean = [layer for layer in trace.layers if layer.lean]
     pooled = iter(s.pooled for s in summaries(lean, (th, tw), specials_of(trace)))
     out = []
     for layer in trace.layers:
@@ -286,4 +294,4 @@ def compact(trace: Trace, half: tuple[str, ...] = ()) -> Trace:
             if t is not None and t.is_floating_point():
                 setattr(new, name, t.half())
         layers.append(new)
-    return Trace(**{**trace.__dict__, "layers": layers})
+    return Trace(**{**trace.__dict__, "layers": layers, "memo": {}})

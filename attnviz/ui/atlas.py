@@ -15,7 +15,7 @@ from attnviz.engine.budget import budget
 from attnviz.engine.hooked.families import DEFAULT_NAME
 from attnviz.ui import markup, url
 from attnviz.ui.language import lang, t
-from attnviz.ui.models import model_trace
+from attnviz.ui.models import model_trace, request
 from attnviz.ui.widgets import chart, table
 from attnviz.views import atlas as figures
 from attnviz.views.spec import escape
@@ -201,7 +201,7 @@ def head_card(model, model_key: tuple, texts: list[str], row: pd.Series, part: s
     if row.example_text < 0 or row.example_text >= len(texts):
         return
     text = texts[int(row.example_text)]
-    trace = model_trace(model, model_key, text, None).part(part)
+    trace = model_trace(model, request(model, text)).part(part)
     i, k = int(row.example_row), int(row.example_key)
     weights = trace.layers[layer].head("weights", head)[i].tolist()  # [n_k]
     title = t(
@@ -292,7 +292,7 @@ def qk_map(model, model_key: tuple, texts: list[str], part: str, layer: int, hea
     bar = st.progress(0.0, text=t("at.qk_tracing", done=0, total=len(texts)))
     traces = []
     for n, text in enumerate(texts, 1):
-        traces.append(model_trace(model, model_key, text, None).part(part))
+        traces.append(model_trace(model, request(model, text)).part(part))
         bar.progress(n / len(texts), text=t("at.qk_tracing", done=n, total=len(texts)))
     bar.empty()
     points = roles.qk_map(traces, layer, head)

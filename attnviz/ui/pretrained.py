@@ -134,7 +134,7 @@ def grouping_section(text: str) -> None:
     kv_of = kv_head_of(h, kv)
     chart(charts.sharing_diagram(kv_of, q_label=t("pg.heads"), kv_label=t("sh.kv")), key="real")
     try:
-        trace = models.model_trace(model, (model.name, model.device, "float32"), text, None)
+        trace = models.model_trace(model, models.request(model, text))
     except ValueError as err:
         st.info(markup.escape(said(err)))
         return

@@ -8,7 +8,7 @@ import torch
 from attnviz.engine.bands import specials_of
 from attnviz.engine.stats import layer_saturation, mean_entropy, mean_max_weight
 from attnviz.engine.trace import Trace
-from attnviz.serve.workers import per_trace
+from attnviz.serve.memos import per_trace
 from attnviz.ui.explorer.pickers import pick_focus, pick_layer, pick_scale, selection
 from attnviz.ui.language import t
 from attnviz.ui.widgets import chart, grid

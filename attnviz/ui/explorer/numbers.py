@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.engine.trace import Trace
-from attnviz.serve.workers import per_trace
+from attnviz.serve.memos import per_trace
 from attnviz.ui.caching import trace_fragment
 from attnviz.ui.explorer.pickers import layer_and_head, passing, pick_query, selection
 from attnviz.ui.language import localized, t

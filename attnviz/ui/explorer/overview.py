@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.engine.trace import Trace
-from attnviz.serve.workers import per_trace
+from attnviz.serve.memos import per_trace
 from attnviz.ui import markup, projector, url
 from attnviz.ui.caching import trace_fragment
 from attnviz.ui.explorer.detail import head_maps

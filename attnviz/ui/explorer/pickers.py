@@ -10,6 +10,7 @@ from typing import TypeVar
 import streamlit as st
 
 from attnviz.engine.trace import Trace
+from attnviz.serve import bandpool
 from attnviz.ui import url
 from attnviz.ui.language import lang, t
 from attnviz.ui.widgets import numbered
@@ -184,10 +185,14 @@ def selection(**picked: object) -> Selection:
     return Selection(lang=lang(), **picked)  # type: ignore[arg-type]
 
 
+@contextlib.contextmanager
 def passing(trace: Trace):
-    """A spinner while a long input's every head is recomputed band by band (the overview, the
-    statistics: after 0.5 s only, so a pass already made shows nothing); else nothing."""
-    if not any(layer.lean for layer in trace.layers):
-        return contextlib.nullcontext()
-    text = t("long.summarizing", layers=trace.n_layers, heads=trace.n_heads, n=len(trace.tokens))
-    return st.spinner(text, show_time=True)
+    """Around a view that reads every head of a long input band by band (the overview, the
+    statistics): the server makes that pass now, a layer per core (attnviz.serve.bandpool), with
+    a spinner after 0.5 s (a pass already made shows nothing). Nothing for a short input."""
+    if bandpool.pending(trace):
+        n, heads = len(trace.tokens), trace.n_heads
+        with st.spinner(t("long.summarizing", layers=trace.n_layers, heads=heads, n=n),
+                        show_time=True):  # fmt: skip
+            bandpool.fill(trace)
+    yield
