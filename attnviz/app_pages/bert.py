@@ -84,7 +84,7 @@ with st.expander(t("bert.whatif"), expanded=False):
         base_request = models.request(model, text, ui.pair())
         base_trace = traced(base_request)
     except (ValueError, TypeError) as err:
-        st.info(t("err.empty") if "empty" in str(err) else markup.escape(ui.said(err)))
+        st.info(ui.input_problem(err))
         st.stop()
     tokens = base_trace.tokens
     masked = st.multiselect(

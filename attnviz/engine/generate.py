@@ -18,6 +18,7 @@ import torch
 
 from attnviz.engine import validate
 from attnviz.engine.budget import budget, size
+from attnviz.engine.errors import EmptyInput
 
 MAX_NEW_TOKENS = 128  # tokens one run may generate (the page offers up to this)
 MAX_TOP_K = 1000
@@ -143,7 +144,7 @@ def prompt_ids(model, prompt: str) -> list[int]:
     decoder continuing the text must not see it)."""
     prompt = validate.text("prompt", prompt)
     if not prompt.strip():
-        raise ValueError("the prompt is empty: type a few words for the model to continue")
+        raise EmptyInput("the prompt is empty: type a few words for the model to continue")
     tok = model.call_tokenizer
     with model.call_lock:
         ids = tok(prompt, truncation=True, max_length=model.max_length)["input_ids"]

@@ -14,7 +14,7 @@ from attnviz.engine.request import TraceRequest
 from attnviz.engine.tokenize import tokenize
 from attnviz.engine.trace import Trace
 from attnviz.ui import markup, url
-from attnviz.ui.language import t
+from attnviz.ui.language import input_problem, t
 from attnviz.ui.sidebar import pair, text
 from attnviz.ui.widgets import choice_slider, kv_slider, report_trace_notes, url_select
 
@@ -158,7 +158,7 @@ def run_stack_trace(config: StackConfig, say: bool = True) -> Trace | None:
         trace = stack_trace(text(), config, pair())
     except (ValueError, TypeError) as err:
         if say:
-            st.info(t("err.empty") if "empty" in str(err) else markup.escape(err))
+            st.info(input_problem(err))
         return None
     if say:
         report_trace_notes(trace)

@@ -21,6 +21,7 @@ from attnviz.engine.budget import (
     check_model_trace,
     lean_trace,
 )
+from attnviz.engine.errors import EmptyInput
 from attnviz.engine.hooked.encoding import collate, decoder_inputs, encode, special_positions
 from attnviz.engine.hooked.families import CROSS, DECODER, POST_LN
 from attnviz.engine.hooked.intercept import Recording
@@ -124,7 +125,7 @@ def trace_each(
         raise TypeError(f"model must come from load_model(), not {type(model).__name__}")
     texts = list(texts)
     if not texts:
-        raise ValueError("texts is empty: give at least one sentence")
+        raise EmptyInput("texts is empty: give at least one sentence")
     knobs = Knobs.checked(use_scale, temperature, ablate)
     items = [prepare(model, TraceRequest(model.key, t, None, knobs, max_length)) for t in texts]
     most = min(budget().max_trace_bytes, batch_bytes or budget().max_trace_bytes)
