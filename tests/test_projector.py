@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
-from attnviz.views import charts, heatmaps, spec
+from attnviz.views import charts, spec
+from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 from attnviz.views.projector import enlarge
 from tests.apphelpers import app
 
@@ -24,12 +26,14 @@ PAGES = [
 
 
 def test_enlarge_grows_every_font_and_keeps_many_column_numbers_apart() -> None:
-    small = heatmaps.heatmap([[0.1, 0.2], [0.3, 0.4]], ["a", "b"], ["c", "d"], title="t",
-                            show_values=True, height=300)  # fmt: skip
+    numbers = Marks(numbers=True)
+    small = draw_map(torch.tensor([[0.1, 0.2], [0.3, 0.4]]), Axis(["a", "b"]), Axis(["c", "d"]),
+                     Colour(), numbers, Frame("t", 300))  # fmt: skip
     enlarge(small)
     assert small.layout.font.size == 18 and small.layout.height == 360
     assert small.layout.xaxis.tickfont.size == 17 and small.data[0].textfont.size == 15
-    wide = heatmaps.heatmap([[0.1] * 12] * 2, list("abcdefghijkl"), ["c", "d"], show_values=True)
+    wide = draw_map(torch.full((2, 12), 0.1), Axis(list("abcdefghijkl")), Axis(["c", "d"]),
+                    Colour(), numbers)  # fmt: skip
     enlarge(wide)
     assert wide.data[0].textfont.size == 11  # 12 columns: bigger digits would run together
     with pytest.raises(ValueError):

@@ -17,9 +17,16 @@ import torch
 from attnviz import StackConfig, trace_text
 from attnviz.engine.trace import LayerTrace, compact, pooled_weights, to_view
 from attnviz.serve.bytecache import ByteCache
-from attnviz.views import heatmaps, images
+from attnviz.views import images
 from attnviz.views import spec as figure_spec
+from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 from tests.apphelpers import ROOT, app, image_pixels, specs
+
+
+def picture(w, title: str):
+    """A weights map drawn as a picture, as a long head's preview is."""
+    x, y = Axis(["k"] * w.shape[1]), Axis(["q"] * w.shape[0])
+    return draw_map(w, x, y, Colour(), Marks(values=False), Frame(title))
 
 
 def _png(uri: str) -> np.ndarray:
@@ -309,8 +316,14 @@ def test_figures_built_without_validation_are_the_same_figures(monkeypatch) -> N
         figs = [
             views.overview_figure(trace, Selection()),
             *views.detail_figures(trace, Selection(layer=1, head=2, mark=(1, 2))),
-            images.weights_image(long_w, ["k"] * 300, ["q"] * 300, title="w"),
-            heatmaps.heatmap(trace.layers[0].weights[0], trace.tokens, trace.tokens, show_values=1),
+            picture(long_w, "w"),
+            draw_map(
+                trace.layers[0].weights[0],
+                Axis(trace.tokens),
+                Axis(trace.tokens),
+                Colour(),
+                Marks(numbers=True),
+            ),  # fmt: skip
         ]
         return [json.loads(f.to_json()) for f in figs]  # the same JSON, keys in any order
 
@@ -339,9 +352,9 @@ def test_mosaic_images_take_the_known_palette_and_stay_lossless(monkeypatch) -> 
     monkeypatch.setattr(images, "png_data_uri", lambda img: seen.append(img) or real(img))
     w = torch.softmax(torch.randn(2, 3, 40, 40) * 3, -1)  # [layer, head, q, k]
     figs = [
-        images.mosaic(w, selected=(1, 2), marked=[(0, 1)]),
-        images.mosaic(w, focus=5, gamma=0.5, selected=(0, 0)),
-        images.weights_image(w[0, 0], ["k"] * 40, ["q"] * 40, side=20),
+        images.mosaic(w, images.Tiles(selected=(1, 2), marked=((0, 1),))),
+        images.mosaic(w, images.Tiles(focus=5, gamma=0.5, selected=(0, 0))),
+        draw_map(w[0, 0], Axis(["k"] * 40), Axis(["q"] * 40), Colour(), Marks(values=False)),
     ]
     known = images._known_palette()[0]
     for fig, img in zip(figs, seen, strict=True):
@@ -361,8 +374,15 @@ def test_a_spec_sends_what_its_figure_sends_every_time() -> None:
 
     trace = trace_text("the cat sat on the mat", StackConfig(d_model=16, n_heads=4, n_layers=2))
     for fig in (
-        heatmaps.heatmap(trace.layers[0].weights[0], trace.tokens, trace.tokens, title="<b>w</b>"),
-        images.mosaic(trace.weights(), selected=(1, 1)),
+        draw_map(
+            trace.layers[0].weights[0],
+            Axis(trace.tokens),
+            Axis(trace.tokens),
+            Colour(),
+            Marks(),
+            Frame("<b>w</b>"),
+        ),  # fmt: skip
+        images.mosaic(trace.weights(), images.Tiles(selected=(1, 1))),
     ):
         spec = figure_spec.Spec(fig)
 
@@ -399,8 +419,8 @@ def test_specs_made_straight_from_the_dicts_send_what_the_figures_send(monkeypat
             views.overview_figure(trace, zh),
             views.overview_figure(trace, replace(zh, focus=2, shared=True)),
             *views.detail_figures(trace, replace(zh, layer=1, head=2, mark=(1, 2), scale="power")),
-            images.weights_image(long_w, ["k"] * 300, ["q"] * 300, title="<w>"),
-            heatmaps.heatmap(logits, trace.tokens, trace.tokens, show_values=True),
+            picture(long_w, "<w>"),
+            draw_map(logits, Axis(trace.tokens), Axis(trace.tokens), Colour(), Marks(numbers=True)),
         ]
 
     def sent(f) -> dict:

@@ -92,6 +92,18 @@ def layer_saturation(layer, specials: tuple[int, ...] | None = None) -> tuple[fl
     return float(part.sums["max_weight"].sum()) / cells, float(part.sums["entropy"].sum()) / cells
 
 
+def saturation(trace: Trace, layer: int) -> tuple[float, float]:
+    """How saturated a layer's softmax is: the mean largest weight and the mean row entropy over
+    every head and row (a lean layer from the overview's pass over bands, never n x n at once)."""
+    from attnviz.engine.bands import specials_of
+
+    lt = trace.layers[layer]
+    if lt.lean:
+        return layer_saturation(lt, specials_of(trace))
+    w = lt.weights  # [head, q, k]
+    return mean_max_weight(w), mean_entropy(w)
+
+
 def mean_max_weight(weights: torch.Tensor) -> float:
     """Mean over rows of the largest weight: 1/n_k for uniform rows, 1 for one-hot rows."""
     return float(weights.amax(-1).mean())

@@ -167,6 +167,11 @@ class LayerTrace:
     def n_kv_heads(self) -> int:
         return self.stored("k").shape[0]
 
+    def kv_head(self, h: int) -> int:
+        """The K/V head query head h reads (GQA: h // (n_heads // n_kv_heads), as torch's
+        enable_gqa)."""
+        return h // (self.n_heads // self.n_kv_heads)
+
     def logits(self) -> torch.Tensor:
         """What softmax sees: scores * scale with -inf where masked. [n_heads, n_q, n_k]"""
         return self._masked(self.scores * self.scale)

@@ -10,7 +10,8 @@ from attnviz.engine.trace import Trace
 from attnviz.ui import markup, url
 from attnviz.ui.language import said, t
 from attnviz.ui.widgets import chart
-from attnviz.views import charts, heatmaps, spec
+from attnviz.views import charts, spec
+from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 
 PARTS = url.key("b_part").options
 PREFIX = {"encoder": "E", "decoder": "D", "cross": "X"}  # heads of an encoder-decoder: E0H3
@@ -153,16 +154,12 @@ def grouping_section(text: str) -> None:
     cols = st.columns(min(shown, 4))
     for g in range(shown):
         heads = ", ".join(str(q) for q in range(h) if kv_of[q] == g)
-        fig = heatmaps.vectors(
-            lt.head("k", g),
-            trace.key_tokens,
-            title=t("pm.gqa_k_title", l=layer, g=g, heads=heads),
-            value_name="k",
-            height=320,
-            max_ticks=8,
-            y_title=t("w.key"),
-            show_scale=False,
-        )
+        k = lt.head("k", g)  # [k, d_head]
+        fig = draw_map(
+            k, Axis.dims(k.shape[-1], ticks=8), Axis(trace.key_tokens, t("w.key"), ticks=8),
+            Colour.diverging("k", show_bar=False), Marks(),
+            Frame(t("pm.gqa_k_title", l=layer, g=g, heads=heads), 320),
+        )  # fmt: skip
         with cols[g % len(cols)]:
             chart(fig, key=f"real_k_{g}")
 
@@ -200,7 +197,8 @@ def document() -> str | None:
 def length_note(model, trace: Trace) -> None:
     """How many tokens were traced, what this server's budget allows for this model, what was
     cut and why, and (long inputs) how the trace is kept: never a silent cut."""
-    from attnviz.engine.budget import model_trace_bytes, size
+    from attnviz.engine.budget import size
+    from attnviz.views.frames import kept_bytes
 
     n, total, limit = len(trace.tokens), trace.n_input_tokens, trace.meta.get("max_length", 0)
     reason = t(f"long.reason.{trace.meta.get('limit_reason', 'model')}")
@@ -209,6 +207,6 @@ def length_note(model, trace: Trace) -> None:
         st.warning(line + " " + t("long.cut", total=total, cut=total - n, limit=limit))
     else:
         st.caption(line)
-    if trace.meta.get("lean"):
-        full = model_trace_bytes(model.n_layers, model.n_heads, model.d_head, 1, n)
-        st.caption(t("long.lean", kept=size(trace.nbytes()), full=size(full)))
+    kept = kept_bytes(trace)  # a long input's trace, kept without its n x n maps
+    if kept is not None:
+        st.caption(t("long.lean", kept=size(kept[0]), full=size(kept[1])))

@@ -23,6 +23,11 @@ from typing import Any
 
 import streamlit as st
 
+from attnviz.views import registry
+from attnviz.views.colour import SCALES
+from attnviz.views.lines import default_threshold
+from attnviz.views.panels import default_scale
+
 ALL = ("*",)  # a key every page reads (the sidebar's)
 EXPLORER = ("playground", "bert")  # the explorer's views, on both pages that draw them
 BIND = "query-params"
@@ -51,8 +56,7 @@ def _view_default(page: str) -> str:
     return {"playground": "heads", "bert": "overview"}[page]
 
 
-SCALES = ("fixed", "max", "power", "log")
-VIEWS = ("heads", "overview", "detail", "lines", "rollout", "query", "link", "outputs", "stats")
+VIEWS = registry.NAMES  # the explorer's views, one registry (attnviz.views.registry)
 
 TABLE = (
     # the sidebar, on every page
@@ -110,19 +114,19 @@ TABLE = (
     Key("mark", EXPLORER, "text", None, "read",
         doc="q,k: the cell Head detail outlines (set by 'open in Head detail')"),
     Key("focus", EXPLORER, "int", None, "value", lo=0, doc="a query whose row every head shows"),
-    Key("wscale", EXPLORER, "choice", lambda n: "fixed" if n <= 64 else "log", "value", SCALES,
+    Key("wscale", EXPLORER, "choice", default_scale, "value", SCALES,
         doc="the weights' colour scale (default: fixed, or log past 64 tokens)"),
     Key("mosaic_shared", EXPLORER, "bool", False, doc="the overview: one colour scale for all"),
     Key("shared", EXPLORER, "bool", False, doc="Head detail: one colour scale for the layer"),
     Key("lines_heads", EXPLORER, "list", None, doc="the lines view's heads (default: the head)"),
-    Key("lines_w", EXPLORER, "float", lambda n: 0.01 if n <= 40 else 0.02, lo=0.0, hi=0.5,
+    Key("lines_w", EXPLORER, "float", default_threshold, lo=0.0, hi=0.5,
         doc="the lines view's threshold: lines below it are not drawn"),
     Key("lines_focus", EXPLORER, "text", "", "value", doc="q<i> or k<j>: only that token's lines"),
     Key("lines_rows", EXPLORER, "bool", lambda cjk: cjk,
         doc="tokens in two rows (default: on for Chinese, Japanese or Korean text)"),
     Key("lines_pair", EXPLORER, "choice", "all", "value", ("all", "ab", "ba", "aa", "bb")),
     Key("ro_res", EXPLORER, "bool", True, doc="rollout with the residual connection"),
-    Key("ro_scale", EXPLORER, "choice", lambda n: "fixed" if n <= 64 else "log", "value", SCALES),
+    Key("ro_scale", EXPLORER, "choice", default_scale, "value", SCALES),
     # classroom pages
     Key("st_own", ("step_by_step",), "bool", False, doc="the sidebar's sentence, not 我爱水课"),
     Key("st_dk", ("step_by_step",), "choice", 4, options=(2, 4, 8, 16)),

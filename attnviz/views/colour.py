@@ -35,6 +35,9 @@ def rgb(colour: str) -> tuple[int, int, int]:
 
 SCALES = ("fixed", "max", "power", "log")
 GAMMA = 0.5  # "power": colour ∝ (w / max)^γ
+# A picture (the overview's thumbnails, a long head) colours by (w / max)^γ under each scale: the
+# power scale's γ, half of it for log, none for the linear ones.
+PICTURE_GAMMA = {"power": GAMMA, "log": GAMMA / 2, "fixed": 1.0, "max": 1.0}
 DECADES = 3  # "log": colour over log10(w) from max / 10^DECADES to max
 STOPS = 33
 
@@ -92,3 +95,8 @@ def coloured(norm: torch.Tensor, gamma: float) -> np.ndarray:
     weights scale, by norm^gamma (the mosaic's thumbnails, its focus bars, a long head's image)."""
     lut = _colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS)
     return lut[(norm.clamp(0, 1) ** gamma * (MOSAIC_LEVELS - 1)).round().long().numpy()]
+
+
+def scale_gamma(mode: str) -> float:
+    """The γ a picture of weights is coloured with under a scale mode (PICTURE_GAMMA)."""
+    return PICTURE_GAMMA[mode]

@@ -60,15 +60,20 @@ def prepare(model: LoadedModel, request: TraceRequest) -> Prepared:
     texts, pairs, limit = validate.model_inputs(model, [request.text], pairs, request.max_length, 1)
     limit = limit_for(model, limit, request.max_length, 1)
     check_heads(model, request.knobs.ablate)
-    if model.kind == "encoder-decoder":
-        enc, n_input = encode(model, texts, None, limit)
-        dec = decoder_inputs(model, pairs or texts, limit)
-    else:
-        enc, n_input = encode(model, texts, pairs, limit)
-        dec = None
+    enc, n_input, dec = encoded(model, texts, pairs, limit)
     n_all = enc["input_ids"].shape[1] + (0 if dec is None else dec["input_ids"].shape[1])
     n_bytes = model_trace_bytes(model.n_layers, model.n_heads, model.d_head, 1, n_all)
     return Prepared(request, enc, n_input[0], dec, limit, n_bytes)
+
+
+def encoded(model: LoadedModel, texts: list[str], pairs: list[str] | None, limit: int):
+    """The tokenized batch, each input's length before a cut, and an encoder-decoder's decoder
+    input (its second texts, or the texts themselves; None for any other model)."""
+    if model.kind == "encoder-decoder":
+        enc, n_input = encode(model, texts, None, limit)
+        return enc, n_input, decoder_inputs(model, pairs or texts, limit)
+    enc, n_input = encode(model, texts, pairs, limit)
+    return enc, n_input, None
 
 
 def batches_texts(model: LoadedModel) -> bool:

@@ -22,13 +22,14 @@ from attnviz.engine.budget import (
     lean_trace,
 )
 from attnviz.engine.errors import EmptyInput
-from attnviz.engine.hooked.encoding import collate, decoder_inputs, encode, special_positions
+from attnviz.engine.hooked.encoding import collate, special_positions
 from attnviz.engine.hooked.families import CROSS, DECODER, POST_LN
 from attnviz.engine.hooked.intercept import Recording
 from attnviz.engine.hooked.loading import LoadedModel
 from attnviz.engine.hooked.preparing import (
     Prepared,
     check_heads,
+    encoded,
     groups,
     limit_for,
     may_share,
@@ -80,12 +81,7 @@ def _padded(model, texts, text_pairs, use_scale, temperature, ablate, mask_token
             raise ValueError("text_pairs needs one non-empty second sentence per text")
     else:
         pairs = None
-    if model.kind == "encoder-decoder":
-        enc, n_input = encode(model, texts, None, limit)
-        dec = decoder_inputs(model, pairs or texts, limit)
-    else:
-        enc, n_input = encode(model, texts, pairs, limit)
-        dec = None
+    enc, n_input, dec = encoded(model, texts, pairs, limit)
     return _run(model, _Forward(enc, n_input, dec, knobs, limit))
 
 
