@@ -50,7 +50,7 @@ def document(n_tokens: int, shift: int) -> str:
 async def one_document(url: str, folder: str, n_tokens: int, shift: int) -> list[tuple]:
     """The steps above for one new document: (name, seconds, bytes, drew, error) each."""
     out = []
-    async with Session(url, page="bert", query=f"model={folder}", timeout=300) as s:
+    async with Session(url, page="pretrained", query=f"model={folder}", timeout=300) as s:
         run = await s.rerun()
         deadline = time.perf_counter() + 180
         while "view" not in run.elements and time.perf_counter() < deadline:

@@ -57,7 +57,7 @@ def test_short_inputs_are_drawn_at_one_pixel_per_token() -> None:
 
 
 def test_long_overview_sends_an_image_and_keeps_the_mosaic_on_a_head_change() -> None:
-    at = app("app_pages/bert.py")
+    at = app("app_pages/pretrained.py")
     at.text_area(key="text").set_value(LONG_TEXT).run()
     drawn = {c.proto.id.rsplit("-", 1)[-1]: c.proto.spec for c in at.get("plotly_chart")}
     assert "overview_head" in drawn and not any(k.startswith("detail_") for k in drawn)
@@ -78,7 +78,7 @@ def test_long_overview_sends_an_image_and_keeps_the_mosaic_on_a_head_change() ->
 
 
 def test_short_overview_keeps_the_three_maps() -> None:
-    at = app("app_pages/bert.py")
+    at = app("app_pages/pretrained.py")
     keys = {c.proto.id.rsplit("-", 1)[-1] for c in at.get("plotly_chart")}
     assert {"mosaic", "detail_scores", "detail_logits", "detail_weights"} <= keys
     assert specs(at)
@@ -89,7 +89,7 @@ def test_projector_mode_does_not_grow_a_cached_figure_on_every_rerun() -> None:
     place grew its fonts again on every rerun of a projector session."""
     import json
 
-    at = app("app_pages/bert.py", query={"projector": "true"})
+    at = app("app_pages/pretrained.py", query={"projector": "true"})
 
     def mosaic_fonts() -> str:
         spec = next(c.proto.spec for c in at.get("plotly_chart") if c.proto.id.endswith("mosaic"))

@@ -15,7 +15,7 @@ from tests.apphelpers import app
 
 PAGES = [
     None,
-    "app_pages/bert.py",
+    "app_pages/pretrained.py",
     "app_pages/step_by_step.py",
     "app_pages/why_scale.py",
     "app_pages/masks.py",
@@ -72,8 +72,10 @@ def test_the_mosaic_is_sized_for_the_narrower_page_of_projector_mode() -> None:
         mosaic = next(c for c in at.get("plotly_chart") if c.proto.id.endswith("-mosaic"))
         return json.loads(mosaic.proto.spec)["layout"]["height"]
 
-    plain = mosaic_height(app("app_pages/bert.py", query={"view": "overview"}))
-    big = mosaic_height(app("app_pages/bert.py", query={"view": "overview", "projector": "true"}))
+    plain = mosaic_height(app("app_pages/pretrained.py", query={"view": "overview"}))
+    big = mosaic_height(
+        app("app_pages/pretrained.py", query={"view": "overview", "projector": "true"})
+    )
     # 6 layers x 12 heads of 48 px thumbnails (4 px apart): the image is 628 x 316 px, drawn at
     # most MOSAIC_WIDTH (or MOSAIC_WIDTH_PROJECTOR) wide, plus 70 px of title and labels.
     assert plain == int(316 * views.MOSAIC_WIDTH / 628) + 70

@@ -203,7 +203,7 @@ def test_bert_page_shows_progress_while_the_model_loads(monkeypatch, lang, shown
     from attnviz.i18n import Message
     from attnviz.serve import warmup
 
-    app("app_pages/bert.py")  # the model is loaded (and the loader has run)
+    app("app_pages/pretrained.py")  # the model is loaded (and the loader has run)
     monkeypatch.setattr(warmup, "_done", threading.Event())  # as if still loading
     step = Message("load.weights", name="sentence-transformers/all-MiniLM-L6-v2")
     monkeypatch.setitem(warmup._state, "message", step)
@@ -211,7 +211,7 @@ def test_bert_page_shows_progress_while_the_model_loads(monkeypatch, lang, shown
 
     at = AppTest.from_file(str(ROOT / "attnviz" / "app.py"), default_timeout=60)
     at.query_params["lang"] = lang
-    at.switch_page("app_pages/bert.py")
+    at.switch_page("app_pages/pretrained.py")
     at.run()
     assert not at.exception
     assert any(shown in str(i.value) for i in at.info), [i.value for i in at.info]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attnviz.engine.lean import MaskRule, _key_range, _safe_cols
+from attnviz.engine.lean import MaskRule, key_range, safe_cols
 
 # Cells of one band (every head): 2M float32 = 8 MiB. At 4,096 tokens one pass took 2.7 / 2.0 /
 # 1.9 / 2.2 s with 2^19 / 2^20 / 2^21 / 2^22 cells (best of 3, load average 4): smaller bands
@@ -82,7 +82,7 @@ def _band(layer, r0: int, r1: int) -> tuple[torch.Tensor, torch.Tensor, int, int
     weights are exactly 0."""
     q, k = layer.stored("q"), layer.stored("k")
     rule = layer.__dict__["_stored_mask"]
-    c0, c1 = _key_range(rule, r0, r1)
+    c0, c1 = key_range(rule, r0, r1)
     n_heads, n_kv, r = q.shape[0], k.shape[0], r1 - r0
     # the query heads of one K/V head side by side: one matmul per K/V head, k never expanded
     qb = q[:, r0:r1].float().reshape(n_kv, -1, q.shape[-1])  # [kv, group * r, d]
@@ -91,7 +91,7 @@ def _band(layer, r0: int, r1: int) -> tuple[torch.Tensor, torch.Tensor, int, int
     expo = torch.baddbmm(-LOG2E * lse, qb, kb.transpose(1, 2), alpha=layer.scale * LOG2E)
     expo = expo.view(n_heads, r, c1 - c0)  # [head, r, c]: log2 of the weights
     w = expo.exp2()  # [head, r, c]
-    a, b = _safe_cols(rule, r0, r1, c0, c1)
+    a, b = safe_cols(rule, r0, r1, c0, c1)
     rows = torch.arange(r0, r1)
     for lo, hi in ((c0, a), (b, c1)):  # the columns the rule may mask
         if hi > lo:

@@ -34,14 +34,14 @@ class LayerWeights:
     w_2: torch.Tensor | None = None  # [d_ff, d_model] FFN out
 
 
-def _generator(*parts: object) -> torch.Generator:
+def seeded_generator(*parts: object) -> torch.Generator:
     # A stable seed from any parts (Python's hash() of str changes between processes).
     digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
     return torch.Generator().manual_seed(int.from_bytes(digest, "little") & (2**63 - 1))
 
 
 def _randn(shape: tuple[int, ...], std: float, *parts: object) -> torch.Tensor:
-    return torch.randn(shape, generator=_generator(*parts)) * std
+    return torch.randn(shape, generator=seeded_generator(*parts)) * std
 
 
 def build_weights(config: StackConfig) -> list[LayerWeights]:

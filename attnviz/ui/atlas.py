@@ -227,9 +227,9 @@ def detail_link(
     if model.name != DEFAULT_NAME:
         params["model"] = model.name
     if part != "encoder":
-        params["b_part"] = part
+        params["part"] = part
     # Relative to this page (<base>/atlas), so it works behind a reverse proxy's path too.
-    href = "bert?" + urlencode(params, quote_via=quote)
+    href = "pretrained?" + urlencode(params, quote_via=quote)
     st.link_button(t("at.open_detail"), href, icon=":material/open_in_new:", key=key)
 
 

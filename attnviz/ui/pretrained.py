@@ -13,7 +13,7 @@ from attnviz.ui.widgets import chart
 from attnviz.views import charts, spec
 from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 
-PARTS = url.key("b_part").options
+PARTS = url.key("part").options
 PREFIX = {"encoder": "E", "decoder": "D", "cross": "X"}  # heads of an encoder-decoder: E0H3
 LAST_MODEL = "pm_last_model"  # not a widget key: it outlives a page switch
 
@@ -56,11 +56,11 @@ def pick_part(model) -> str:
     """Which attention of an encoder-decoder to draw; the only one of any other model."""
     if model.kind != "encoder-decoder":
         return model.blocks[0].part
-    url.seed("b_part", list(PARTS), url.default("b_part"))
+    url.seed("part", list(PARTS), url.default("part"))
     part = st.segmented_control(
-        t("pm.part"), PARTS, format_func=lambda p: t(f"pm.part.{p}"), key="b_part"
+        t("pm.part"), PARTS, format_func=lambda p: t(f"pm.part.{p}"), key="part"
     )
-    url.sync("b_part", url.default("b_part"))
+    url.sync("part", url.default("part"))
     st.caption(t("pm.part_help"))
     return part or "encoder"
 

@@ -85,7 +85,7 @@ MOSAIC_LEVELS = 252
 
 
 @functools.cache
-def _colour_lut(colorscale: str, n: int = 256) -> np.ndarray:
+def colour_lut(colorscale: str, n: int = 256) -> np.ndarray:
     rgb = sample_colorscale(colorscale, list(np.linspace(0, 1, n)), colortype="tuple")
     return (np.array(rgb) * (255 if max(max(c) for c in rgb) <= 1 else 1)).astype(np.uint8)
 
@@ -93,7 +93,7 @@ def _colour_lut(colorscale: str, n: int = 256) -> np.ndarray:
 def coloured(norm: torch.Tensor, gamma: float) -> np.ndarray:
     """Weights scaled to 0..1 -> RGB uint8 [..., 3] in one of MOSAIC_LEVELS colours of the
     weights scale, by norm^gamma (the mosaic's thumbnails, its focus bars, a long head's image)."""
-    lut = _colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS)
+    lut = colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS)
     return lut[(norm.clamp(0, 1) ** gamma * (MOSAIC_LEVELS - 1)).round().long().numpy()]
 
 

@@ -16,7 +16,7 @@ from attnviz.views.colour import (
     HIGHLIGHT,
     MOSAIC_LEVELS,
     WEIGHTS_SCALE,
-    _colour_lut,
+    colour_lut,
     coloured,
     rgb,
 )
@@ -187,7 +187,7 @@ _KNOWN_EXTRA = ((255, 255, 255), (246, 246, 246), (60, 60, 60), rgb(HIGHLIGHT))
 def _known_palette() -> tuple[np.ndarray, int, np.ndarray]:
     """The known colours packed as 0xRRGGBB (sorted), a modulus under which they all differ, and
     the table from (colour % modulus) to the colour's index: one gather instead of a sort."""
-    rgb = np.concatenate([_colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS), np.array(_KNOWN_EXTRA)])
+    rgb = np.concatenate([colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS), np.array(_KNOWN_EXTRA)])
     rgb = rgb.astype(np.uint32)
     colours = np.unique((rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2])
     modulus = next(

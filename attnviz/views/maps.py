@@ -25,7 +25,7 @@ from attnviz.views.colour import (
     MOSAIC_LEVELS,
     SIGNED_SCALE,
     WEIGHTS_SCALE,
-    _colour_lut,
+    colour_lut,
     colour_scale,
     coloured,
     named_scale,
@@ -332,7 +332,7 @@ def _signed_picture(z: torch.Tensor, x: Axis, y: Axis, colour: Colour, frame: Fr
     top = colour.zmax if colour.zmax is not None else bound(z)
     norm = (z.nan_to_num(0.0, 0.0, 0.0) / max(top, 1e-12)).clamp(-1, 1)  # [q, k]
     levels = MOSAIC_LEVELS
-    img = _colour_lut(SIGNED_SCALE, levels)[((norm + 1) / 2 * (levels - 1)).round().long().numpy()]
+    img = colour_lut(SIGNED_SCALE, levels)[((norm + 1) / 2 * (levels - 1)).round().long().numpy()]
     img[~finite.numpy()] = 255  # [q, k, rgb]
     image = dict(
         type="image", source=images.png_data_uri(img), x0=x.start, dx=1, y0=y.start, dy=1,

@@ -67,17 +67,17 @@ def traced(request):
 with st.expander(t("bert.whatif"), expanded=False):
     st.caption(t("bert.whatif_help"))
     c1, c2 = st.columns([1, 1])
-    use_scale = c1.toggle(t("pg.scale"), value=url.default("b_scale"), **url.bound("b_scale"))
+    use_scale = c1.toggle(t("pg.scale"), value=url.default("wi_scale"), **url.bound("wi_scale"))
     temperature = c2.number_input(
-        t("pg.temperature"), 0.05, 20.0, value=url.default("b_temp"), step=0.25,
-        **url.bound("b_temp"),
+        t("pg.temperature"), 0.05, 20.0, value=url.default("wi_temp"), step=0.25,
+        **url.bound("wi_temp"),
     )  # fmt: skip
     head_ids = pretrained.head_choices(model)
     ablate_ids = st.multiselect(
         t("bert.ablate"),
         list(head_ids),
         placeholder=t("bert.pick_heads"),
-        **url.bound("b_ablate"),
+        **url.bound("wi_silence"),
     )
     base_trace = None
     try:
@@ -92,7 +92,7 @@ with st.expander(t("bert.whatif"), expanded=False):
         range(len(tokens)),
         format_func=ui.numbered(tokens),
         placeholder=t("bert.pick_tokens"),
-        **url.bound("b_mask"),
+        **url.bound("wi_hide"),
     )
 
 ablate = tuple(head_ids[x] for x in ablate_ids if x in head_ids)
@@ -122,4 +122,4 @@ if model.kind != "encoder":
 
 explorer.explorer(trace, default_view="overview", follow=follow)
 
-ui.lesson_nav("bert")
+ui.lesson_nav("pretrained")
