@@ -20,8 +20,10 @@ from attnviz.engine.hooked.encoding import _collate, _decoder_inputs, _encode, _
 from attnviz.engine.hooked.families import CROSS, DECODER, POST_LN
 from attnviz.engine.hooked.intercept import Knobs, Recording
 from attnviz.engine.hooked.loading import LoadedModel
+from attnviz.engine.hooked.readout import w_o_matrix
 from attnviz.engine.lean import lean_scores, lean_weights
 from attnviz.engine.trace import LayerTrace, Trace
+from attnviz.engine.writes import key_norms
 
 
 @dataclass(frozen=True)
@@ -225,6 +227,11 @@ def _run(
         keep = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # [batch, n, 1]
         embedding = (hidden * keep).sum(1) / keep.sum(1).clamp_min(1e-9)  # [batch, d_model]
         outputs = [_w_o(block, record.layers[i]["z"]) for i, block in enumerate(model.blocks)]
+        for i, block in enumerate(model.blocks):  # what each key sends through each head
+            rec = record.layers[i]
+            rec["f_norm"] = key_norms(
+                rec["v"], w_o_matrix(block), block.n_heads, knobs.heads_off(i)
+            )
         dec_hidden = dec_embedding = None
         if dec is not None:
             dec_hidden = out.decoder_hidden_states[-1]  # [batch, m, d_model]
@@ -343,6 +350,7 @@ def _layer_traces(
             z=own(rec["z"][b, :, :n_q]),  # [head, n_q, d_head]
             output=own(outputs[i][b, :n_q]),  # [n_q, d_model]
             x=x,
+            f_norm=own(rec["f_norm"][b, :, :n_k]),  # [head, n_k] ||W_O^h v_j||
         )
         if "rule" in rec:  # lean: nothing n x n, weights recomputed on access
             layers.append(
