@@ -157,5 +157,6 @@ def read_stream(model: LoadedModel, trace: Trace, position: int = -1) -> Stream:
             attnviz_knobs=_knobs(model, trace),
             logits_to_keep=torch.tensor([pos], device=dev),
         )
-    stream.logits = out.logits[0, -1].detach().to("cpu", torch.float32)  # [vocab]
+    logits = out.logits[0]  # [1 or n, vocab]: BART's head ignores logits_to_keep
+    stream.logits = logits[-1 if len(logits) == 1 else pos].detach().to("cpu", torch.float32)
     return stream
