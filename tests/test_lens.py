@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import attnviz.engine.budget as budget_module
-from attnviz.engine.hooked import trace_model
+from attnviz.engine.hooked import load_model, trace_model
 from attnviz.engine.lens import head_logits, logit_lens
 from tests.writes_models import PATHS, build, bundled, eager_inputs, gemma3_family, get
 
@@ -201,7 +201,7 @@ def test_bad_requests_say_why(char):
         head_logits(char.model, trace, token=10**6)
     with pytest.raises(ValueError, match="at least 1"):
         logit_lens(char.model, trace, k=0)
-    minilm = bundled("minilm").model
+    minilm = load_model(device="cpu")
     with pytest.raises(ValueError, match="language-model head"):
         head_logits(minilm, trace_model(minilm, "the cat"))
     with pytest.raises(ValueError, match="comes from"):

@@ -11,7 +11,7 @@ import torch
 import attnviz.engine.budget as budget_module
 from attnviz import StackConfig, special_share, trace_text
 from attnviz.engine.external import trace_from_attentions
-from attnviz.engine.hooked import trace_model
+from attnviz.engine.hooked import load_model, trace_model
 from attnviz.engine.stack import build_weights
 from tests.writes_models import PATHS, build, bundled, eager_inputs, gemma3_family, get
 
@@ -153,7 +153,7 @@ def test_stack_moved_from_its_own_weights():
 
 
 def test_special_share_is_the_ratio_of_sums(monkeypatch):
-    enc = bundled("minilm").model
+    enc = load_model(device="cpu")
     trace = trace_model(enc, TEXT)
     table = special_share(trace)
     assert list(table.columns) == [

@@ -24,7 +24,7 @@ import re
 import unicodedata
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 
 import torch
 
@@ -66,27 +66,51 @@ class Groups:
     def __len__(self) -> int:
         return len(self.spans)
 
+    @cached_property
+    def _starts(self) -> torch.Tensor:
+        return torch.tensor([s for s, _ in self.spans], dtype=torch.long)  # [groups]
+
+    @cached_property
+    def _sizes(self) -> torch.Tensor:
+        return torch.tensor([e - s for s, e in self.spans], dtype=torch.long)  # [groups]
+
     def of_piece(self) -> torch.Tensor:
         """The group of each piece. [n] long"""
-        return torch.repeat_interleave(
-            torch.arange(len(self.spans)), torch.tensor([e - s for s, e in self.spans])
-        )
+        return torch.repeat_interleave(torch.arange(len(self.spans)), self._sizes)
+
+    def group_at(self, piece: int) -> int:
+        """The group holding a piece."""
+        return int(torch.searchsorted(self._starts, piece, right=True)) - 1
+
+    def sizes(self, groups: torch.Tensor) -> torch.Tensor:
+        """How many pieces each of these groups holds. [len(groups)] long"""
+        return self._sizes[groups]
 
     def pieces(self, groups: torch.Tensor) -> torch.Tensor:
-        """The pieces of these groups (ascending group indices), in order. [pieces] long"""
-        return torch.cat([torch.arange(*self.spans[g]) for g in groups.tolist()])
+        """The pieces of these groups, in the groups' order. [pieces] long"""
+        sizes = self._sizes[groups]
+        firsts = torch.repeat_interleave(self._starts[groups], sizes)  # [pieces]
+        before = torch.repeat_interleave(sizes.cumsum(0) - sizes, sizes)  # [pieces]
+        return firsts + torch.arange(int(sizes.sum())) - before
 
-    def mean_rows(self, groups: torch.Tensor) -> torch.Tensor:
-        """[len(groups), pieces]: 1/|I| where piece i is in group I (for w' = R w C)."""
-        sizes = torch.tensor([self.spans[g][1] - self.spans[g][0] for g in groups.tolist()])
-        r = torch.repeat_interleave(torch.arange(len(groups)), sizes)  # [pieces]
-        out = torch.zeros(len(groups), int(sizes.sum()))
-        out[r, torch.arange(len(r))] = 1.0 / sizes[r].float()
-        return out
+    def local(self, groups: torch.Tensor) -> torch.Tensor:
+        """For each piece of `pieces(groups)`, the index of its group in `groups`. [pieces]"""
+        return torch.repeat_interleave(torch.arange(len(groups)), self._sizes[groups])
 
-    def sum_cols(self, groups: torch.Tensor) -> torch.Tensor:
-        """[pieces, len(groups)]: 1 where piece j is in group J."""
-        return (self.mean_rows(groups) > 0).float().T
+
+def reduce(
+    x: torch.Tensor, rows: Groups, row_sel: torch.Tensor, cols: Groups, col_sel: torch.Tensor
+) -> torch.Tensor:
+    """x over the pieces of the selected row and column groups [..., row pieces, col pieces] to
+    [..., len(row_sel), len(col_sel)]: summed over each column group's pieces, averaged over each
+    row group's. Linear in the cells (index_add), never a dense indicator product."""
+    x = x.float()
+    shape = list(x.shape)
+    shape[-1] = len(col_sel)
+    summed = torch.zeros(shape).index_add_(x.dim() - 1, cols.local(col_sel), x)  # [..., r, c']
+    shape[-2] = len(row_sel)
+    out = torch.zeros(shape).index_add_(x.dim() - 2, rows.local(row_sel), summed)  # [..., r', c']
+    return out / rows.sizes(row_sel).unsqueeze(-1).float()
 
 
 def scheme(tokens: Sequence[str], special: Collection[int] = (), source: str = "") -> str:

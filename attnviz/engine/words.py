@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import torch
 
 from attnviz.engine.bands import _bins, _indicator
-from attnviz.engine.lean import BLOCK_CELLS, _index
-from attnviz.engine.pieces import Groups, groups_of
+from attnviz.engine.lean import BLOCK_CELLS, MaskRule, _index, _key_range
+from attnviz.engine.pieces import Groups, groups_of, reduce
 from attnviz.engine.trace import LayerTrace, Trace
 
 FIELDS = ("weights", "moved", "mask")
@@ -72,21 +72,61 @@ class GroupedLayer(LayerTrace):
         col_s, col_e = _bins(n_k, tw)
         cmat = _indicator(col_s, col_e, 0, n_k).T  # [k, tw]
         out = torch.zeros(self.n_heads, th, tw)
-        step = _band_rows(self.row_groups, self.col_groups.n)
-        all_cols = torch.arange(n_k)
         for h in range(self.n_heads):
-            for r0 in range(0, n_q, step):
-                r1 = min(n_q, r0 + step)
-                w = self.block(name, h, torch.arange(r0, r1), all_cols).float()  # [r, k]
-                out[h] += _indicator(row_s, row_e, r0, r1) @ (w @ cmat)  # [th, tw]
+            for r0, r1, w in _bands(self, name, h):  # w: [r, k]
+                out[h] += _indicator(row_s, row_e, r0, r1) @ (w.float() @ cmat)  # [th, tw]
         area = ((row_e - row_s).unsqueeze(1) * (col_e - col_s).unsqueeze(0)).float()
         return out / area
 
 
 def _band_rows(groups: Groups, n_k: int) -> int:
     """Groups of rows per band so that a band's pieces x keys stay near BLOCK_CELLS."""
-    longest = max((e - s for s, e in groups.spans), default=1)
+    longest = int(groups._sizes.max()) if len(groups) else 1
     return max(1, BLOCK_CELLS // max(1, n_k * longest))
+
+
+def _whole_rows(layer: GroupedLayer, name: str, h: int, r0: int, r1: int) -> torch.Tensor:
+    """Grouped rows r0..r1-1 over every column group, from the base's block of only the keys
+    its rule lets those pieces see (a causal band: the keys up to its last piece). [r, k']"""
+    rg, cg = layer.row_groups, layer.col_groups
+    p0, p1 = rg.spans[r0][0], rg.spans[r1 - 1][1]
+    lo, hi = 0, cg.n
+    rule = layer.base.__dict__.get("_stored_mask")
+    if isinstance(rule, MaskRule):
+        lo, hi = _key_range(rule, p0, p1)
+    out = torch.zeros(r1 - r0, len(cg))  # a mask's counts: > 0 where it may attend
+    if hi > lo:
+        g0, g1 = cg.group_at(lo), cg.group_at(hi - 1) + 1
+        c0, c1 = cg.spans[g0][0], cg.spans[g1 - 1][1]
+        block = layer.base.block(name, h, slice(p0, p1), slice(c0, c1))  # [pieces, pieces]
+        out[:, g0:g1] = reduce(block, rg, torch.arange(r0, r1), cg, torch.arange(g0, g1))
+    return out
+
+
+def _bands(layer: GroupedLayer, name: str, h: int):
+    """(r0, r1, grouped rows r0..r1-1 over every column group), band after band."""
+    n_q = len(layer.row_groups)
+    step = _band_rows(layer.row_groups, layer.col_groups.n)
+    for r0 in range(0, n_q, step):
+        r1 = min(n_q, r0 + step)
+        yield r0, r1, _whole_rows(layer, name, h, r0, r1)
+
+
+def _every_column(layer: GroupedLayer, name: str, h: int, g_rows: torch.Tensor) -> torch.Tensor:
+    """Whole grouped rows, a band of them at a time over the span the selected rows cover."""
+    out = torch.zeros(len(g_rows), len(layer.col_groups))
+    order = torch.sort(g_rows)
+    rows = order.values.tolist()
+    step = _band_rows(layer.row_groups, layer.col_groups.n)
+    i = 0
+    while i < len(rows):
+        j = i
+        while j < len(rows) and rows[j] < rows[i] + step:
+            j += 1
+        w = _whole_rows(layer, name, h, rows[i], rows[j - 1] + 1)  # [band, k']
+        out[order.indices[i:j]] = w[torch.tensor(rows[i:j]) - rows[i]]
+        i = j
+    return out
 
 
 def _reduce(
@@ -94,22 +134,21 @@ def _reduce(
 ) -> torch.Tensor:
     """The grouped block of the base layer's pieces, a band of group rows at a time."""
     rg, cg = layer.row_groups, layer.col_groups
-    sort = torch.sort(g_cols)
-    col_pieces = cg.pieces(sort.values) if len(g_cols) else torch.zeros(0, dtype=torch.long)
-    csum = cg.sum_cols(sort.values)  # [pieces, cols] in sorted order
+    if len(g_cols) == len(cg) and torch.equal(g_cols, torch.arange(len(cg))):
+        out = _every_column(layer, name, h, g_rows)
+        return out > 0 if name == "mask" else out
+    cols = torch.sort(g_cols)
+    col_pieces = cg.pieces(cols.values)
     out = torch.zeros(len(g_rows), len(g_cols))
     step = _band_rows(rg, len(col_pieces))
     for r0 in range(0, len(g_rows), step):
-        band = g_rows[r0 : r0 + step]
-        order = torch.sort(band)
-        pieces = rg.pieces(order.values)
-        mean = rg.mean_rows(order.values)  # [band, pieces]
-        block = layer.base.block(name, h, pieces, col_pieces).float()  # [pieces, col pieces]
-        got = mean @ block @ csum  # [band, cols]; a mask: > 0 where any piece may attend any
-        res = torch.empty_like(got)
-        res[order.indices] = got
-        out[r0 : r0 + len(band), sort.indices] = res
-    return out > 0 if name == "mask" else out
+        rows = torch.sort(g_rows[r0 : r0 + step])
+        block = layer.base.block(name, h, rg.pieces(rows.values), col_pieces)  # [pieces, pieces]
+        got = reduce(block, rg, rows.values, cg, cols.values)  # [band, cols], both sorted
+        band = torch.empty_like(got)
+        band[rows.indices] = got
+        out[r0 : r0 + len(rows.indices), cols.indices] = band
+    return out > 0 if name == "mask" else out  # a mask: any piece may attend any piece
 
 
 def _lazy(name: str):
@@ -161,21 +200,28 @@ def group_layer(layer: LayerTrace, rows: Groups, cols: Groups) -> GroupedLayer:
             base=layer,
             **stand_in,
         )
-    r = rows.mean_rows(torch.arange(n_q))  # [q', q]
-    c = cols.sum_cols(torch.arange(n_k))  # [k, k']
-    mask = None
-    if layer.mask is not None:
-        mask = (r @ layer.mask.float() @ c) > 0  # [q', k']
+    every_row, every_col = torch.arange(n_q), torch.arange(n_k)
+
+    def group(x: torch.Tensor) -> torch.Tensor:
+        return reduce(x, rows, every_row, cols, every_col)  # [..., q', k']
+
     return GroupedLayer(
-        weights=r @ layer.weights @ c,  # [head, q', k']
-        moved=r @ layer.moved @ c if has_moved else _no_moved,  # [head, q', k']
-        mask=mask,
+        weights=group(layer.weights),  # [head, q', k']
+        moved=group(layer.moved) if has_moved else _no_moved,  # [head, q', k']
+        mask=None if layer.mask is None else group(layer.mask) > 0,  # [q', k']
         **stand_in,
     )
 
 
 def _no_moved(layer: LayerTrace, head: int | None = None) -> torch.Tensor:
     raise ValueError("the trace of pieces has no per-key norms, so neither has its grouping")
+
+
+def _mean_rows(x: torch.Tensor, rows: Groups) -> torch.Tensor:
+    """Each group's mean of the rows of x [pieces, d] (a trace's hidden states). [groups, d]"""
+    every = torch.arange(len(rows))
+    out = torch.zeros(len(rows), x.shape[-1]).index_add_(0, rows.local(every), x.float())
+    return out / rows.sizes(every).unsqueeze(-1).float()
 
 
 def _specials(trace: Trace, n_k: int) -> set[int]:
@@ -195,7 +241,6 @@ def _group_one(trace: Trace, by: str, keys: Groups | None = None) -> Trace:
         name: sorted({int(which[p]) for p in ps if p < len(which)})
         for name, ps in trace.special.items()
     }
-    mean = rows.mean_rows(torch.arange(len(rows)))  # [q', q]
     return Trace(
         tokens=list(rows.labels),
         layers=[group_layer(layer, rows, keys) for layer in trace.layers],
@@ -207,7 +252,7 @@ def _group_one(trace: Trace, by: str, keys: Groups | None = None) -> Trace:
         if trace.token_types is None
         else [trace.token_types[s] for s, _ in rows.spans],  # fmt: skip
         special=special,
-        hidden=None if trace.hidden is None else mean @ trace.hidden,  # [q', d_model]
+        hidden=None if trace.hidden is None else _mean_rows(trace.hidden, rows),  # [q', d_model]
         embedding=trace.embedding,
         meta={**trace.meta, "grouped": by, "spans": list(rows.spans), "pieces": trace.tokens},
         next_logits=trace.next_logits,
