@@ -18,9 +18,9 @@ from attnviz.engine.config import StackConfig
 from attnviz.engine.next_token import next_tokens
 from attnviz.engine.rollout import rollout
 from attnviz.engine.stack import trace_text
+from attnviz.engine.stats import special_share
 from attnviz.engine.trace import LayerTrace, Trace
 from attnviz.engine.words import grouped
-from attnviz.engine.writes import special_share
 
 if TYPE_CHECKING:
     from attnviz.engine.generate import generate

@@ -10,21 +10,19 @@ that sends almost nothing moves almost nothing, so
 weighs each attention weight by the size of what it carries. The per-key norms are computed once,
 when the trace is made (a [head, n_k] tensor, LayerTrace.f_norm); `moved` is recomputed from the
 weights on access, so a long (lean) trace stores nothing n x n for it either. The output bias is
-left out, as in the paper: it is added whatever the weights are.
+left out, as in the paper: it is added whatever the weights are. The share of each head's
+movement that reaches special tokens is attnviz.engine.stats.special_share.
 """
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 
-if TYPE_CHECKING:
-    import pandas as pd
-
-    from attnviz.engine.trace import LayerTrace, Trace
+# A LayerTrace (attnviz.engine.trace imports this module, so it is not imported back).
+LayerTrace = Any
 
 
 def key_norms(
@@ -53,7 +51,8 @@ def key_norms(
     return torch.stack(norms, dim=-2)  # [..., head, n_k]
 
 
-def _f_norm(layer: LayerTrace) -> torch.Tensor:
+def f_norm_of(layer: LayerTrace) -> torch.Tensor:
+    """The layer's per-key norms [head, n_k], or a ValueError that says why there are none."""
     if layer.__dict__.get("_stored_f_norm") is None:
         raise ValueError(
             "this trace has no per-key norms ||W_O^h v_j|| (LayerTrace.f_norm), so `moved` is "
@@ -66,7 +65,7 @@ def _f_norm(layer: LayerTrace) -> torch.Tensor:
 def moved_of(layer: LayerTrace, head: int | None = None) -> torch.Tensor:
     """A LayerTrace's `moved` field, recomputed on access: weights · ||W_O^h v_j^h|| for every
     head [head, q, k], or for one [q, k]."""
-    f = _f_norm(layer)  # [head, k]
+    f = f_norm_of(layer)  # [head, k]
     if head is None:
         return layer.weights * f.unsqueeze(1)  # [head, q, k]
     return layer.head("weights", head) * f[head].unsqueeze(0)  # [q, k]
@@ -80,79 +79,7 @@ def moved_block(
 ) -> torch.Tensor:
     """Head `head`'s moved on rows x cols: the weights' block (a lean layer recomputes only it)
     times the norms of those keys. [rows, cols] CPU float32"""
-    f = _f_norm(layer)[head]  # [k]
+    f = f_norm_of(layer)[head]  # [k]
     if cols is not None:
         f = f[cols] if isinstance(cols, slice) else f[torch.as_tensor(cols, dtype=torch.long)]
     return layer.block("weights", head, rows, cols) * f.reshape(1, -1)  # [rows, cols]
-
-
-def is_punctuation(token: str) -> bool:
-    """A token made of punctuation alone, once the tokenizers' space marks are set aside
-    ("." "," "Ġ." "▁," "，" "。"); the Kobayashi comparison counts these with the special tokens."""
-    text = token.replace("Ġ", "").replace("▁", "").replace("##", "").strip()
-    return bool(text) and all(unicodedata.category(c).startswith("P") for c in text)
-
-
-def _positions(trace: Trace) -> dict[str, list[int]]:
-    """The key positions of each group the comparison reports: special tokens ([CLS], [SEP], a
-    decoder's start token; never padding), punctuation, and both."""
-    n_k = trace.layers[0].n_k
-    keys = trace.key_tokens or trace.tokens
-    special = sorted(
-        {p for name, ps in trace.special.items() if name != "[PAD]" for p in ps if p < n_k}
-    )
-    punct = [j for j, tok in enumerate(keys[:n_k]) if is_punctuation(tok) and j not in special]
-    return {"special": special, "punct": punct, "both": sorted(special + punct)}
-
-
-def _shares(layer: LayerTrace, cols: dict[str, list[int]]) -> dict[str, torch.Tensor]:
-    """Per head, the sums over every query row of weights and moved: in total, and on each
-    group's keys. A band of rows at a time (a lean layer: never n x n for all heads)."""
-    from attnviz.engine.lean import BLOCK_CELLS
-
-    f = _f_norm(layer)  # [head, k]
-    n_heads, n_q, n_k = layer.n_heads, layer.n_q, layer.n_k
-    sums = {
-        f"{field}_{name}": torch.zeros(n_heads, dtype=torch.float64)
-        for field in ("weights", "moved")
-        for name in ("total", *cols)
-    }
-    step = max(1, BLOCK_CELLS // max(1, n_k))
-    for h in range(n_heads):
-        for r0 in range(0, n_q, step):
-            w = layer.block("weights", h, slice(r0, min(n_q, r0 + step)))  # [r, k]
-            col_sums = w.sum(0, dtype=torch.float64)  # [k] Σ_i w[i, j] over the band
-            moved = col_sums * f[h].double()  # [k] Σ_i moved[i, j] over the band
-            sums["weights_total"][h] += col_sums.sum()
-            sums["moved_total"][h] += moved.sum()
-            for name, keys in cols.items():
-                sums[f"weights_{name}"][h] += col_sums[keys].sum()
-                sums[f"moved_{name}"][h] += moved[keys].sum()
-    return sums
-
-
-def special_share(trace: Trace) -> pd.DataFrame:
-    """The Kobayashi comparison: for each head, the share of its attention and the share of what
-    it moves that go to special tokens and punctuation.
-
-    share of x on keys S = Σ_i Σ_{j∈S} x[i, j] / Σ_i Σ_j x[i, j], over every query row, with x the
-    weights (each row sums to 1, so this is the mean weight on S) or `moved`. Columns: layer,
-    head, weights_special, moved_special ([CLS], [SEP], a decoder's start token; padding never),
-    weights_punct, moved_punct (tokens of punctuation alone: "." "," "。"), weights_both,
-    moved_both (the two together). A head that moves nothing (silenced) has NaN moved shares."""
-    import pandas as pd
-
-    cols = _positions(trace)
-    rows = []
-    for i, layer in enumerate(trace.layers):
-        sums = _shares(layer, cols)
-        for h in range(layer.n_heads):
-            row = {"layer": i, "head": h}
-            for name in cols:
-                for field in ("weights", "moved"):
-                    total = float(sums[f"{field}_total"][h])
-                    part = float(sums[f"{field}_{name}"][h])
-                    row[f"{field}_{name}"] = part / total if total > 0 else float("nan")
-            rows.append(row)
-    columns = ["layer", "head"] + [f"{f}_{n}" for n in cols for f in ("weights", "moved")]
-    return pd.DataFrame(rows, columns=columns)
