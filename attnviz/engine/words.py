@@ -22,10 +22,11 @@ from dataclasses import dataclass
 
 import torch
 
-from attnviz.engine.bands import _bins, _indicator
+from attnviz.engine.bands import _band, _bins, _indicator
 from attnviz.engine.lean import BLOCK_CELLS, MaskRule, _index, _key_range
 from attnviz.engine.pieces import Groups, groups_of, reduce
 from attnviz.engine.trace import LayerTrace, Trace
+from attnviz.engine.writes import f_norm_of
 
 FIELDS = ("weights", "moved", "mask")
 
@@ -64,17 +65,33 @@ class GroupedLayer(LayerTrace):
         return _reduce(self, name, h, g_rows, g_cols)
 
     def pooled(self, th: int, tw: int, name: str = "weights") -> torch.Tensor:
-        """Every head's grouped `name` average-pooled to at most th x tw (adaptive_avg_pool2d's
-        bins), a band of rows at a time. [head, <=th, <=tw] CPU float32"""
+        """Every head's grouped `name` ("weights" or "moved") average-pooled to at most th x tw
+        (adaptive_avg_pool2d's bins); over a lean trace, a band of rows of every head at a time,
+        as the overview pools a lean trace of pieces. [head, <=th, <=tw] CPU float32"""
         n_q, n_k = len(self.row_groups), len(self.col_groups)
         th, tw = min(th, n_q), min(tw, n_k)
+        if self.base is None:  # stored: pooled at once
+            return torch.nn.functional.adaptive_avg_pool2d(getattr(self, name), (th, tw))
         row_s, row_e = _bins(n_q, th)
         col_s, col_e = _bins(n_k, tw)
-        cmat = _indicator(col_s, col_e, 0, n_k).T  # [k, tw]
+        # pooling after grouping is one product per side over pieces: piece j of key group J
+        # counts in J's column bin; piece i of row group I counts 1/|I| in I's row bin
+        per_key = _indicator(col_s, col_e, 0, n_k).T[self.col_groups.of_piece()]  # [k, tw]
+        f = f_norm_of(self.base) if name == "moved" else None  # [head, k]
         out = torch.zeros(self.n_heads, th, tw)
-        for h in range(self.n_heads):
-            for r0, r1, w in _bands(self, name, h):  # w: [r, k]
-                out[h] += _indicator(row_s, row_e, r0, r1) @ (w.float() @ cmat)  # [th, tw]
+        step = _band_rows(self.row_groups, self.col_groups.n * self.n_heads)
+        for r0 in range(0, n_q, step):
+            r1 = min(n_q, r0 + step)
+            groups = torch.arange(r0, r1)
+            p0, p1 = self.row_groups.spans[r0][0], self.row_groups.spans[r1 - 1][1]
+            w, _, c0, c1 = _band(self.base, p0, p1)  # [head, pieces, c] every head at once
+            w = w.float().cpu() if f is None else w.float().cpu() * f[:, None, c0:c1]
+            local = self.row_groups.local(groups)  # [pieces] each piece's group in the band
+            touch = ((row_s < r1) & (row_e > r0)).nonzero().squeeze(-1)  # output rows it hits
+            b0, b1 = int(touch[0]), int(touch[-1]) + 1
+            per_row = _indicator(row_s[b0:b1], row_e[b0:b1], r0, r1)[:, local]  # [out, pieces]
+            per_row = per_row / self.row_groups.sizes(groups)[local].float()
+            out[:, b0:b1] += (per_row @ w) @ per_key[c0:c1]  # [head, out, tw]
         area = ((row_e - row_s).unsqueeze(1) * (col_e - col_s).unsqueeze(0)).float()
         return out / area
 
