@@ -12,7 +12,7 @@ import torch
 import attnviz.engine.budget as budget_module
 from attnviz.engine.hooked import load_model, trace_model
 from attnviz.engine.lens import head_logits, logit_lens
-from tests.writes_models import PATHS, build, bundled, eager_inputs, gemma3_family, get
+from tests.writes_models import PATHS, bundled, eager_inputs, gemma3_family, get, make_pair
 
 ATOL = 1e-4
 SUM_ATOL = 1e-3
@@ -23,11 +23,8 @@ PAIRS = ["char", "llama", "gpt2", "gemma", "gemma3_text", "bart"]
 
 @pytest.fixture(scope="module", params=PAIRS)
 def pair(request, tmp_path_factory):
-    if request.param == "char":
-        yield bundled("char")
-        return
     with gemma3_family():
-        yield build(request.param, tmp_path_factory.mktemp(request.param))
+        yield make_pair(request.param, tmp_path_factory)
 
 
 def text_of(pair) -> str:

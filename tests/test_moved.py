@@ -13,7 +13,7 @@ from attnviz import StackConfig, special_share, trace_text
 from attnviz.engine.external import trace_from_attentions
 from attnviz.engine.hooked import load_model, trace_model
 from attnviz.engine.stack import build_weights
-from tests.writes_models import PATHS, build, bundled, eager_inputs, gemma3_family, get
+from tests.writes_models import PATHS, bundled, eager_inputs, gemma3_family, get, make_pair
 
 ATOL = 1e-4
 TEXT = "The animal didn't cross the street because it was too tired."
@@ -23,11 +23,8 @@ PAIRS = ["minilm", "char", "llama", "gpt2", "gemma3_text", "bart"]
 
 @pytest.fixture(scope="module", params=PAIRS)
 def pair(request, tmp_path_factory):
-    if request.param in ("minilm", "char"):
-        yield bundled(request.param)
-        return
     with gemma3_family():
-        yield build(request.param, tmp_path_factory.mktemp(request.param))
+        yield make_pair(request.param, tmp_path_factory)
 
 
 def _norms(v: torch.Tensor, w_o: torch.Tensor, n_heads: int) -> torch.Tensor:

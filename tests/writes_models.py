@@ -19,20 +19,16 @@ from transformers import (
     AutoTokenizer,
     BartConfig,
     Gemma3TextConfig,
-    GemmaConfig,
-    GPT2Config,
-    LlamaConfig,
 )
 
 from attnviz.engine.bundled import trained_folder
 from attnviz.engine.hooked import families, load_model, resolve
+from tests.test_families import CONFIGS as FAMILY_CONFIGS
+from tests.test_families import ROPE
 
-SMALL = dict(vocab_size=30522, hidden_size=32, intermediate_size=64, num_hidden_layers=2)
-ROPE = dict(SMALL, num_attention_heads=4, max_position_embeddings=64)
 CONFIGS = {
-    "llama": lambda: LlamaConfig(**ROPE, num_key_value_heads=2),  # GQA
-    "gpt2": lambda: GPT2Config(vocab_size=30522, n_embd=32, n_layer=2, n_head=4, n_positions=64),
-    "gemma": lambda: GemmaConfig(**ROPE, num_key_value_heads=1, head_dim=8),  # MQA, (1 + w)
+    # as tests/test_families.py builds them: GQA Llama, GPT-2, MQA Gemma with its (1 + w) norms
+    **{family: FAMILY_CONFIGS[family] for family in ("llama", "gpt2", "gemma")},
     # query_pre_attn_scalar sets the scale (1/sqrt(12), not 1/sqrt(8)); a norm after attention
     "gemma3_text": lambda: Gemma3TextConfig(
         **ROPE,
@@ -41,7 +37,7 @@ CONFIGS = {
         query_pre_attn_scalar=12,
         sliding_window=3,
         layer_types=["sliding_attention", "full_attention"],
-    ),  # fmt: skip
+    ),
     "bart": lambda: BartConfig(
         vocab_size=30522,
         d_model=32,
@@ -52,7 +48,7 @@ CONFIGS = {
         encoder_ffn_dim=64,
         decoder_ffn_dim=64,
         max_position_embeddings=64,
-    ),  # fmt: skip
+    ),
 }
 # Where the oracle reads each family: the layer list, in a layer the value projection (GPT-2:
 # the fused q, k, v projection) and W_O, and the final norm (None: BART has none).
@@ -129,6 +125,13 @@ def bundled(which: str) -> Pair:
     return Pair(
         "bert" if name is None else "llama", load_model(name, device="cpu"), eager, tokenizer
     )
+
+
+def make_pair(name: str, tmp_path_factory) -> Pair:
+    """A bundled model ("minilm", "char") or a tiny random one of a family in CONFIGS."""
+    if name in BUNDLED:
+        return bundled(name)
+    return build(name, tmp_path_factory.mktemp(name))
 
 
 def eager_inputs(pair: Pair, text: str, dec_text: str | None = None) -> dict:
