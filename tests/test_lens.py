@@ -203,3 +203,11 @@ def test_bad_requests_say_why(char):
         head_logits(minilm, trace_model(minilm, "the cat"))
     with pytest.raises(ValueError, match="comes from"):
         head_logits(char.model, trace_model(minilm, "the cat"))
+
+
+def test_an_encoder_decoder_needs_its_whole_trace(tmp_path_factory):
+    bart = make_pair("bart", tmp_path_factory).model
+    trace = trace_model(bart, "the cat sat")
+    assert head_logits(bart, trace).kind.eq("head").sum() == 2 * 2 * 4  # self and cross heads
+    with pytest.raises(ValueError, match="not one of its parts"):
+        head_logits(bart, trace.part("decoder"))

@@ -12,7 +12,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
 import attnviz.engine.budget as budget_module
-from attnviz import StackConfig, grouped, trace_text
+from attnviz import StackConfig, grouped, special_share, trace_text
 from attnviz.engine.hooked import load_model, resolve, trace_model
 from attnviz.engine.pieces import groups_of, scheme
 from attnviz.engine.trace import pooled_weights
@@ -167,3 +167,16 @@ def test_a_lean_4096_token_trace_groups_a_band_at_a_time(long_model, monkeypatch
     pooled = pooled_weights(g, 64, 64)  # [layer, head, 64, 64]
     want = torch.nn.functional.adaptive_avg_pool2d(layer.head("weights", 1)[None], (64, 64))[0]
     torch.testing.assert_close(pooled[1, 1], want, atol=1e-6, rtol=1e-4)
+
+
+def test_special_share_of_words_is_the_ratio_of_sums(pair):
+    """The Kobayashi comparison over words: specials ([CLS]/[SEP], the char model's [BOS]) and
+    punctuation words, from the grouped weights and moved."""
+    g = grouped(trace_model(pair.model, ZH if pair.family == "llama" else TEXT))
+    table = special_share(g)
+    specials = [j for j, t in enumerate(g.tokens) if t in ("[CLS]", "[SEP]", "[BOS]")]
+    assert specials and specials[0] == 0
+    for row in table.itertuples():
+        w, m = g.layers[row.layer].weights[row.head], g.layers[row.layer].moved[row.head]
+        assert row.weights_special == pytest.approx(float(w[:, specials].sum() / w.sum()), 1e-5)
+        assert row.moved_special == pytest.approx(float(m[:, specials].sum() / m.sum()), 1e-5)

@@ -33,6 +33,13 @@ from attnviz.engine.tokenize import _CJK_RE
 SCHEMES = ("wordpiece", "metaspace", "bytes", "chars", "words")
 _BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 _SPECIAL = re.compile(r"^(\[[A-Z]+\]|<\|[^|]*\|>|</?[a-z_]+>|<[a-z_]+_\d+>)$")
+_NOT_MARKERS = ("unk", "pad", "mask")
+
+
+def is_marker(token: str) -> bool:
+    """A special token that marks a place ([CLS], [SEP], [BOS], <s>, </s>, <|endoftext|>, <bos>),
+    not one that stands for text ([UNK], <unk>), padding or a mask."""
+    return bool(_SPECIAL.match(token)) and token.strip("[]<>|/").lower() not in _NOT_MARKERS
 
 
 @cache

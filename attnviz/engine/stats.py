@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 import torch
 
 from attnviz.engine.trace import LayerTrace, Trace
-from attnviz.engine.writes import f_norm_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -160,14 +159,15 @@ def heads_linking(
 
 def _positions(trace: Trace) -> dict[str, list[int]]:
     """The key positions of each group the comparison reports: special tokens ([CLS], [SEP], a
-    decoder's start token; never padding), punctuation (as the head atlas counts it), and both."""
+    decoder's [BOS] or <|endoftext|>; never padding or [UNK]), punctuation (as the head atlas
+    counts it), and both."""
+    from attnviz.engine.pieces import is_marker
     from attnviz.engine.roles import is_punctuation
 
     n_k = trace.layers[0].n_k
     keys = trace.key_tokens or trace.tokens
-    special = sorted(
-        {p for name, ps in trace.special.items() if name != "[PAD]" for p in ps if p < n_k}
-    )
+    special = {p for name, ps in trace.special.items() if name != "[PAD]" for p in ps if p < n_k}
+    special = sorted(special | {j for j, tok in enumerate(keys[:n_k]) if is_marker(tok)})
     punct = [j for j, tok in enumerate(keys[:n_k]) if is_punctuation(tok) and j not in special]
     return {"special": special, "punct": punct, "both": sorted(special + punct)}
 
@@ -177,7 +177,9 @@ def _shares(layer: LayerTrace, cols: dict[str, list[int]]) -> dict[str, torch.Te
     group's keys. A band of rows at a time (a lean layer: never n x n for all heads)."""
     from attnviz.engine.lean import BLOCK_CELLS
 
-    f = f_norm_of(layer)  # [head, k]
+    # the per-key norms when the layer has them (moved = weights x norms), else its own moved
+    # (a trace grouped into words); neither: moved_block says why
+    f = layer.f_norm if layer.__dict__.get("_stored_f_norm") is not None else None  # [head, k]
     n_heads, n_q, n_k = layer.n_heads, layer.n_q, layer.n_k
     sums = {
         f"{field}_{name}": torch.zeros(n_heads, dtype=torch.float64)
@@ -187,9 +189,12 @@ def _shares(layer: LayerTrace, cols: dict[str, list[int]]) -> dict[str, torch.Te
     step = max(1, BLOCK_CELLS // max(1, n_k))
     for h in range(n_heads):
         for r0 in range(0, n_q, step):
-            w = layer.block("weights", h, slice(r0, min(n_q, r0 + step)))  # [r, k]
-            col_sums = w.sum(0, dtype=torch.float64)  # [k] Σ_i w[i, j] over the band
-            moved = col_sums * f[h].double()  # [k] Σ_i moved[i, j] over the band
+            rows = slice(r0, min(n_q, r0 + step))
+            col_sums = layer.block("weights", h, rows).sum(0, dtype=torch.float64)  # [k] Σ_i w
+            if f is None:
+                moved = layer.block("moved", h, rows).sum(0, dtype=torch.float64)  # [k] Σ_i moved
+            else:
+                moved = col_sums * f[h].double()  # [k] Σ_i moved[i, j] over the band
             sums["weights_total"][h] += col_sums.sum()
             sums["moved_total"][h] += moved.sum()
             for name, keys in cols.items():
@@ -204,7 +209,7 @@ def special_share(trace: Trace) -> pd.DataFrame:
 
     share of x on keys S = Σ_i Σ_{j∈S} x[i, j] / Σ_i Σ_j x[i, j], over every query row, with x the
     weights (each row sums to 1, so this is the mean weight on S) or `moved`. Columns: layer,
-    head, weights_special, moved_special ([CLS], [SEP], a decoder's start token; padding never),
+    head, weights_special, moved_special ([CLS], [SEP], [BOS], <s>...; never padding or [UNK]),
     weights_punct, moved_punct (tokens of punctuation alone: "." "," "。"), weights_both,
     moved_both (the two together). A head that moves nothing (silenced) has NaN moved shares.
     Value-weighted attention: attnviz.engine.writes. A lean trace is summed a band at a time."""

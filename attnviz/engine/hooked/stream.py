@@ -136,6 +136,11 @@ def read_stream(model: LoadedModel, trace: Trace, position: int = -1) -> Stream:
     needs_head(model)
     if trace.source != model.name:
         raise ValueError(f"this trace comes from {trace.source!r}, not from {model.name!r}")
+    if model.kind == "encoder-decoder" and trace.meta.get("part", "encoder") != "encoder":
+        raise ValueError(
+            "pass the trace trace_model returned (the encoder's, with its decoder and cross parts),"
+            " not one of its parts: the rerun needs the encoder's tokens too"
+        )
     dec = decoder_part(model, trace)
     pos = position_in(dec, position)
     n = _real_length(dec)
