@@ -151,6 +151,9 @@ def test_a_lean_4096_token_trace_groups_a_band_at_a_time(long_model, monkeypatch
         isinstance(t, torch.Tensor) and t.dim() >= 2 and t.shape[-1] >= n_words
         for t in layer.__dict__.values()
     )
+    # a cache counts the layers of pieces it keeps alive
+    assert sum(la.nbytes() for la in g.layers) == sum(la.nbytes() for la in trace.layers)
+    assert "grouped on access" in repr(layer)
     spans = g.meta["spans"]
     rows, cols = torch.tensor([5, 2000, n_words - 1]), torch.arange(1990, 2010)
     c0, c1 = spans[1990][0], spans[2009][1]  # the pieces of those 20 words

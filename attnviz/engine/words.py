@@ -38,7 +38,7 @@ def _no_scores(layer: LayerTrace, head: int | None = None) -> torch.Tensor:
     )
 
 
-@dataclass
+@dataclass(repr=False)
 class GroupedLayer(LayerTrace):
     """A LayerTrace over groups of pieces. `base` is the layer of pieces when its fields are
     grouped on access (a lean trace), else None (grouped at once and stored)."""
@@ -63,6 +63,15 @@ class GroupedLayer(LayerTrace):
         g_rows = _index(rows, len(self.row_groups))
         g_cols = _index(cols, len(self.col_groups))
         return _reduce(self, name, h, g_rows, g_cols)
+
+    def __repr__(self) -> str:  # the dataclass's would read every field, scores included
+        how = "stored" if self.base is None else "grouped on access"
+        return (f"GroupedLayer({self.n_heads} heads, {len(self.row_groups)} x "
+                f"{len(self.col_groups)} groups, {how})")  # fmt: skip
+
+    def nbytes(self) -> int:
+        """Its own tensors and, when grouped on access, the layer of pieces it keeps alive."""
+        return super().nbytes() + (0 if self.base is None else self.base.nbytes())
 
     def pooled(self, th: int, tw: int, name: str = "weights") -> torch.Tensor:
         """Every head's grouped `name` ("weights" or "moved") average-pooled to at most th x tw
