@@ -64,19 +64,19 @@ def allowed_counts(rule: MaskRule, rows: torch.Tensor) -> torch.Tensor:
     return prefix[hi] - prefix[lo]
 
 
-def _bins(n: int, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+def bins(n: int, t: int) -> tuple[torch.Tensor, torch.Tensor]:
     """adaptive_avg_pool's bins of n positions into t: starts and ends (ends exclusive). [t]"""
     i = torch.arange(t)
     return (i * n) // t, -((-(i + 1) * n) // t)
 
 
-def _indicator(starts: torch.Tensor, ends: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
+def indicator(starts: torch.Tensor, ends: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
     """1 where position lo..hi-1 lies in bin b: [bins, hi - lo] float32."""
     pos = torch.arange(lo, hi)
     return ((pos >= starts.unsqueeze(1)) & (pos < ends.unsqueeze(1))).float()
 
 
-def _band(layer, r0: int, r1: int) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+def band(layer, r0: int, r1: int) -> tuple[torch.Tensor, torch.Tensor, int, int]:
     """(weights, exponent in bits) of every head for query rows r0..r1-1 on the keys they may see
     c0..c1-1: weights = 2^exponent, [head, r, c] float32 each, on the trace's device; masked
     weights are exactly 0."""
@@ -169,22 +169,22 @@ def _summarize(layer, side: tuple[int, int] | None, specials: tuple[int, ...]) -
     pooled = None
     if side is not None:
         th, tw = min(side[0], n_q), min(side[1], n_k)
-        row_s, row_e = _bins(n_q, th)
-        col_s, col_e = _bins(n_k, tw)
+        row_s, row_e = bins(n_q, th)
+        col_s, col_e = bins(n_k, tw)
         pooled = torch.zeros(n_heads, th, tw, device=dev)
-        cmat = _indicator(col_s, col_e, 0, n_k).T.contiguous().to(dev)  # [k, tw]
+        cmat = indicator(col_s, col_e, 0, n_k).T.contiguous().to(dev)  # [k, tw]
     counts = allowed_counts(rule, torch.arange(n_q))  # [q]
     live, wide = counts > 0, counts > 1
     prev_ok = live & (torch.arange(n_q) > 0)
     step = max(16, BAND_CELLS // max(1, n_heads * n_k))
     for r0 in range(0, n_q, step):
         r1 = min(n_q, r0 + step)
-        w, expo, c0, c1 = _band(layer, r0, r1)  # [head, r, c] each
+        w, expo, c0, c1 = band(layer, r0, r1)  # [head, r, c] each
         rows = torch.arange(r0, r1)
         if pooled is not None:
             touch = ((row_s < r1) & (row_e > r0)).nonzero().squeeze(-1)  # output rows hit
             b0, b1 = int(touch[0]), int(touch[-1]) + 1
-            rmat = _indicator(row_s[b0:b1], row_e[b0:b1], r0, r1).to(dev)  # [out, r]
+            rmat = indicator(row_s[b0:b1], row_e[b0:b1], r0, r1).to(dev)  # [out, r]
             pooled[:, b0:b1] += torch.matmul(rmat, w) @ cmat[c0:c1]  # [head, out, tw]
         _add_stats(sums, w, expo, rows, c0, c1, counts[r0:r1], specials)
     if pooled is not None:

@@ -153,7 +153,7 @@ def _cuda_fused(
     return None
 
 
-def _index(sel: slice | torch.Tensor | None, n: int) -> torch.Tensor:
+def positions_of(sel: slice | torch.Tensor | None, n: int) -> torch.Tensor:
     if sel is None:
         return torch.arange(n)
     if isinstance(sel, slice):
@@ -172,7 +172,7 @@ def lean_block(
     mask rule, the scale and the log-sum-exp. CPU float32 (bool for mask). [len(rows), len(cols)]"""
     q, k, rule = layer.stored("q"), layer.stored("k"), layer.__dict__["_stored_mask"]
     n_q, n_k = q.shape[1], k.shape[1]
-    ri, ci = _index(rows, n_q), _index(cols, n_k)
+    ri, ci = positions_of(rows, n_q), positions_of(cols, n_k)
     if name == "mask":
         return rule.allowed(ri, ci)
     group = q.shape[0] // k.shape[0]

@@ -18,6 +18,7 @@ from attnviz.engine.config import StackConfig
 from attnviz.engine.request import TraceRequest
 from attnviz.engine.tokenize import tokenize
 from attnviz.engine.trace import LayerTrace, Trace
+from attnviz.engine.writes import key_norms
 
 PAD = "[PAD]"
 
@@ -147,6 +148,7 @@ def attention_block(
         z=att.z,
         output=output,
         x=x_q,
+        f_norm=key_norms(v, w.w_o, h),  # [head, n_k] ||W_O^h v_j||
     )
 
 

@@ -13,6 +13,7 @@ import torch
 
 from attnviz.engine.bands import specials_of, summaries
 from attnviz.engine.lean import MaskRule, lean_block
+from attnviz.engine.writes import moved_block, moved_of
 
 _MISSING = object()
 
@@ -67,6 +68,8 @@ class LayerTrace:
     | output  | [n_q, d_model]           | the block's output after W_O, before the residual    |
     | x       | [n_q, d_model] or None   | the input the queries were projected from            |
     | lse     | [n_heads, n_q] or None   | log-sum-exp of each row's masked logits (lean only)  |
+    | f_norm  | [n_heads, n_k] or None   | ||W_O^h v_j||: what key j sends through head h       |
+    | moved   | [n_heads, n_q, n_k]      | weights * f_norm (value-weighted, engine/writes.py)  |
 
     Reading a field gives a CPU float32 tensor. What is stored may live on another device or be
     float16 (`compact`), or be recomputed from the others on access: `stored(name)` returns it as
@@ -87,6 +90,8 @@ class LayerTrace:
     output: torch.Tensor = _Stored()
     x: torch.Tensor | None = _Stored(default=None)
     lse: torch.Tensor | None = _Stored(default=None)
+    f_norm: torch.Tensor | None = _Stored(default=None)
+    moved: torch.Tensor = _Stored(default=moved_of)
 
     @property
     def lean(self) -> bool:
@@ -108,9 +113,11 @@ class LayerTrace:
         rows: slice | torch.Tensor | None = None,
         cols: slice | torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Head h's `scores`, `logits` (scores * scale, -inf where masked), `weights` or `mask`
-        on rows x cols (a slice, positions, or None for all), CPU float32 (mask: bool): a lean
-        layer recomputes only that block. [rows, cols]"""
+        """Head h's `scores`, `logits` (scores * scale, -inf where masked), `weights`, `moved` or
+        `mask` on rows x cols (a slice, positions, or None for all), CPU float32 (mask: bool): a
+        lean layer recomputes only that block. [rows, cols]"""
+        if name == "moved" and self.__dict__.get("_stored_moved") is moved_of:
+            return moved_block(self, h, rows, cols)
         if self.lean:
             return lean_block(self, name, h, rows, cols)
         rows = slice(None) if rows is None else rows
@@ -121,8 +128,8 @@ class LayerTrace:
             return full[rows][:, cols]
         if name == "logits":
             return self.head_logits(h)[rows][:, cols]
-        if name not in ("scores", "weights"):
-            raise ValueError(f"block name={name!r} must be scores, logits, weights or mask")
+        if name not in ("scores", "weights", "moved"):
+            raise ValueError(f"block name={name!r} must be scores, logits, weights, moved or mask")
         return self.head(name, h)[rows][:, cols]
 
     def _read(self, name: str, h: int | None = None) -> torch.Tensor | None:
@@ -259,6 +266,9 @@ def pooled_weights(trace: Trace, th: int, tw: int) -> torch.Tensor:
         if layer.lean:  # never n x n for all heads
             out.append(next(pooled))
             continue
+        if getattr(layer, "grouped", False):  # words of pieces (engine/words.py), in bands
+            out.append(layer.pooled(th, tw))
+            continue
         w = layer.stored("weights")  # [head, q, k] on its device
         n_q, n_k = w.shape[-2:]
         if n_q > th or n_k > tw:
@@ -285,11 +295,11 @@ def compact(trace: Trace, half: tuple[str, ...] = ()) -> Trace:
     the app keeps float32). Shares tensors with `trace`; treat both as read-only."""
     layers = []
     for layer in trace.layers:
-        if layer.lean:  # nothing n x n is stored: already compact
+        if layer.lean or getattr(layer, "grouped", False):  # nothing recomputable from q, k
             layers.append(layer)
             continue
         stored = {f: layer.stored(f) for f in ("q", "k", "v", "scores", "mask", "weights", "z")}
-        stored |= {"output": layer.stored("output"), "x": layer.stored("x")}
+        stored |= {f: layer.stored(f) for f in ("output", "x", "f_norm")}
         new = LayerTrace(scale=layer.scale, **stored)
         recomputed = _scores_from_qk(layer)
         if torch.allclose(recomputed, stored["scores"].float(), rtol=1e-4, atol=1e-4):

@@ -35,9 +35,11 @@ from attnviz.engine.hooked.preparing import (
     may_share,
     prepare,
 )
+from attnviz.engine.hooked.readout import w_o_matrix
 from attnviz.engine.lean import lean_scores, lean_weights
 from attnviz.engine.request import Knobs, TraceRequest
 from attnviz.engine.trace import LayerTrace, Trace
+from attnviz.engine.writes import key_norms
 
 
 def trace_batch(
@@ -194,6 +196,11 @@ def _run(model: LoadedModel, forward: _Forward) -> list[Trace]:
         keep = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # [batch, n, 1]
         embedding = (hidden * keep).sum(1) / keep.sum(1).clamp_min(1e-9)  # [batch, d_model]
         outputs = [_w_o(block, record.layers[i]["z"]) for i, block in enumerate(model.blocks)]
+        for i, block in enumerate(model.blocks):  # what each key sends through each head
+            rec = record.layers[i]
+            rec["f_norm"] = key_norms(
+                rec["v"], w_o_matrix(block), block.n_heads, knobs.heads_off(i)
+            )
         dec_hidden = dec_embedding = None
         if dec is not None:
             dec_hidden = out.decoder_hidden_states[-1]  # [batch, m, d_model]
@@ -312,6 +319,7 @@ def _layer_traces(
             z=own(rec["z"][b, :, :n_q]),  # [head, n_q, d_head]
             output=own(outputs[i][b, :n_q]),  # [n_q, d_model]
             x=x,
+            f_norm=own(rec["f_norm"][b, :, :n_k]),  # [head, n_k] ||W_O^h v_j||
         )
         if "rule" in rec:  # lean: nothing n x n, weights recomputed on access
             layers.append(
