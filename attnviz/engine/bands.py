@@ -29,6 +29,7 @@ LOG2E = 1.4426950408889634  # exp(x) = 2^(x·log2 e); exp2 is a third faster tha
 # the statistics ask for this size too, so one pass gives both.
 THUMB = 96
 
+MOVED = "moved"  # a summary's side that asks for the statistics of moved (summarize_moved)
 STAT_SUMS = ("entropy", "entropy_rel", "max_weight", "distance", "self", "prev", "first", "special")
 
 
@@ -38,11 +39,16 @@ class LayerSummary:
     adaptive_avg_pool2d's bins, [head, th, tw] CPU float32 (None if not asked); `sums[name]`:
     per-head sums over query rows of each statistic's row value, [head] float64; `rows[name]`:
     how many rows each statistic averages over ("live": rows with an allowed key, "wide": more
-    than one, "prev": live rows after the first)."""
+    than one, "prev": live rows after the first); `pooled_moved`: the same pooling of `moved`
+    (weights x the per-key norms, engine/writes.py; None without norms or side); `col_sums`:
+    each head's weights summed over every query row, [head, n_k] float64 (moved's column sums
+    are these times the norms: the Kobayashi shares, engine/stats.special_share)."""
 
     pooled: torch.Tensor | None
     sums: dict[str, torch.Tensor]
     rows: dict[str, int]
+    pooled_moved: torch.Tensor | None = None
+    col_sums: torch.Tensor | None = None
 
 
 def specials_of(trace) -> tuple[int, ...]:
@@ -105,10 +111,12 @@ _state_lock = threading.Lock()  # makes a layer's _Memo once
 
 class _Memo:
     """A lean layer's summaries by (side, specials), and whether a thread is passing over it
-    now (others wait for that pass: its summary may be the one they need). Kept on the layer."""
+    now (others wait for that pass: its summary may be the one they need). Kept on the layer.
+    `moved`: the statistics of moved's rows by specials (summarize_moved)."""
 
     def __init__(self) -> None:
         self.made: dict[tuple, LayerSummary] = {}
+        self.moved: dict[tuple, LayerSummary] = {}
         self.busy = False
         self.cv = threading.Condition()
 
@@ -122,8 +130,11 @@ def _memo(layer) -> _Memo:
 
 
 def made(layer, side: tuple[int, int] | None, specials: tuple[int, ...]) -> bool:
-    """Whether this layer's summary for (side, specials) is made already."""
+    """Whether this layer's summary for (side, specials) is made already (side MOVED: the
+    statistics of moved)."""
     memo = layer.__dict__.get("_summaries")
+    if side == MOVED:
+        return memo is not None and specials in memo.moved
     return memo is not None and (side, specials) in memo.made
 
 
@@ -133,7 +144,10 @@ def summarize(
     """The pooled map (to at most side = (th, tw), or none) and the statistics' sums of a lean
     layer, in one pass over bands of rows; memoized per (side, specials) on the layer. Specials
     None: any summary already made will do (the caller reads no "special" sum). A thread that
-    asks while another passes over the same layer waits for it (its summary may be the one)."""
+    asks while another passes over the same layer waits for it (its summary may be the one).
+    side MOVED: summarize_moved (the statistics of moved, no pooled map)."""
+    if side == MOVED:
+        return summarize_moved(layer, specials or ())
     memo = _memo(layer)
     key = (side, () if specials is None else specials)
     with memo.cv:
@@ -153,6 +167,26 @@ def summarize(
     return summary
 
 
+def summarize_moved(layer, specials: tuple[int, ...]) -> LayerSummary:
+    """The statistics' sums of a lean layer's `moved`, each row scaled to sum to 1 (where what
+    reaches a query comes from; engine.stats.head_stats(field="moved")), in one pass over bands of
+    rows as for the weights (no pooled map); memoized on the layer."""
+    memo = _memo(layer)
+    with memo.cv:
+        while memo.busy:
+            memo.cv.wait()
+        if specials in memo.moved:
+            return memo.moved[specials]
+        memo.busy = True
+    try:
+        summary = memo.moved[specials] = _summarize(layer, None, specials, moved=True)
+    finally:
+        with memo.cv:
+            memo.busy = False
+            memo.cv.notify_all()
+    return summary
+
+
 def summaries(
     layers, side: tuple[int, int] | None, specials: tuple[int, ...]
 ) -> list[LayerSummary]:
@@ -161,17 +195,25 @@ def summaries(
     return [summarize(layer, side, specials) for layer in layers]
 
 
-def _summarize(layer, side: tuple[int, int] | None, specials: tuple[int, ...]) -> LayerSummary:
+def _summarize(
+    layer, side: tuple[int, int] | None, specials: tuple[int, ...], moved: bool = False
+) -> LayerSummary:
     rule = layer.__dict__["_stored_mask"]
     n_q, n_k, n_heads = layer.n_q, layer.n_k, layer.n_heads
     dev = layer.stored("q").device
     sums = {name: torch.zeros(n_heads, dtype=torch.float64, device=dev) for name in STAT_SUMS}
-    pooled = None
+    pooled = pooled_moved = None
+    norms = layer.__dict__.get("_stored_f_norm")  # [head, k]: moved = weights x norms
+    norms = None if norms is None else norms.to(dev, torch.float32)
+    if moved and norms is None:
+        raise ValueError("this layer has no per-key norms (LayerTrace.f_norm): no moved")
+    col_sums = torch.zeros(n_heads, n_k, dtype=torch.float64, device=dev)  # [head, k]
     if side is not None:
         th, tw = min(side[0], n_q), min(side[1], n_k)
         row_s, row_e = bins(n_q, th)
         col_s, col_e = bins(n_k, tw)
         pooled = torch.zeros(n_heads, th, tw, device=dev)
+        pooled_moved = None if norms is None else torch.zeros(n_heads, th, tw, device=dev)
         cmat = indicator(col_s, col_e, 0, n_k).T.contiguous().to(dev)  # [k, tw]
     counts = allowed_counts(rule, torch.arange(n_q))  # [q]
     live, wide = counts > 0, counts > 1
@@ -180,18 +222,37 @@ def _summarize(layer, side: tuple[int, int] | None, specials: tuple[int, ...]) -
     for r0 in range(0, n_q, step):
         r1 = min(n_q, r0 + step)
         w, expo, c0, c1 = band(layer, r0, r1)  # [head, r, c] each
+        if moved:  # the statistics of moved's rows as shares: the same sums of other numbers
+            w, expo = _moved_shares(w, expo, norms[:, None, c0:c1])
         rows = torch.arange(r0, r1)
         if pooled is not None:
             touch = ((row_s < r1) & (row_e > r0)).nonzero().squeeze(-1)  # output rows hit
             b0, b1 = int(touch[0]), int(touch[-1]) + 1
             rmat = indicator(row_s[b0:b1], row_e[b0:b1], r0, r1).to(dev)  # [out, r]
-            pooled[:, b0:b1] += torch.matmul(rmat, w) @ cmat[c0:c1]  # [head, out, tw]
+            rows_pooled = torch.matmul(rmat, w)  # [head, out, c]: few output rows a band
+            pooled[:, b0:b1] += rows_pooled @ cmat[c0:c1]  # [head, out, tw]
+            if pooled_moved is not None:  # the keys' norms weigh the few pooled rows, not the band
+                pooled_moved[:, b0:b1] += (rows_pooled * norms[:, None, c0:c1]) @ cmat[c0:c1]
+        col_sums[:, c0:c1] += w.sum(1, dtype=torch.float64)  # [head, c]
         _add_stats(sums, w, expo, rows, c0, c1, counts[r0:r1], specials)
     if pooled is not None:
         area = ((row_e - row_s).unsqueeze(1) * (col_e - col_s).unsqueeze(0)).float()  # [th, tw]
         pooled = (pooled / area.to(dev)).cpu()
+        if pooled_moved is not None:
+            pooled_moved = (pooled_moved / area.to(dev)).cpu()
     rows = {"live": int(live.sum()), "wide": int(wide.sum()), "prev": int(prev_ok.sum())}
-    return LayerSummary(pooled, {k: v.cpu() for k, v in sums.items()}, rows)
+    sums = {k: v.cpu() for k, v in sums.items()}
+    return LayerSummary(pooled, sums, rows, pooled_moved, col_sums.cpu())
+
+
+def _moved_shares(w: torch.Tensor, expo: torch.Tensor, norms: torch.Tensor) -> tuple:
+    """A band's moved rows as shares, m = w·f / Σ w·f, and log2 m = expo + log2 f − log2 Σ w·f
+    (0 where m is 0, as the weights' exponent is never read there). [head, r, c] each"""
+    m = w * norms  # [head, r, c]
+    total = m.sum(-1, keepdim=True)  # [head, r, 1]
+    m = torch.where(total > 0, m / total.clamp_min(1e-30), 0.0)
+    expo = expo + norms.clamp_min(1e-30).log2() - total.clamp_min(1e-30).log2()
+    return m, expo.masked_fill_(m == 0, 0.0)
 
 
 def _add_stats(sums, w, expo, rows, c0: int, c1: int, n_allowed, specials) -> None:

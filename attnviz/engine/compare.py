@@ -25,6 +25,7 @@ import torch
 from attnviz.engine.lean import BLOCK_CELLS
 from attnviz.engine.stats import head_stats
 from attnviz.engine.trace import Trace
+from attnviz.engine.writes import f_norm_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,50 +48,151 @@ def _check(a: Trace, b: Trace) -> None:
         )
 
 
-def _aligned_change(a: Trace, b: Trace, pairs: list[tuple[int, int]], field: str) -> dict:
-    """Per head: the mean over aligned queries of the row change, and of the rows' mass."""
-    qa = torch.tensor([i for i, _ in pairs if i < a.layers[0].n_q])
-    qb = torch.tensor([j for i, j in pairs if i < a.layers[0].n_q])
+def _aligned_change(
+    a: Trace, b: Trace, pairs: list[tuple[int, int]], fields: tuple[str, ...]
+) -> dict[str, dict]:
+    """Per field and head: the mean over aligned queries of the row change, and of the rows'
+    mass. Lean layers a band of aligned rows of every head at a time (engine/bands.band: the
+    overview's fast path), others a block of rows of one head at a time."""
+    qa = torch.tensor([i for i, _ in pairs if i < a.layers[0].n_q], dtype=torch.long)
+    qb = torch.tensor([j for i, j in pairs if i < a.layers[0].n_q], dtype=torch.long)
     keys = [(i, j) for i, j in pairs if i < a.layers[0].n_k and j < b.layers[0].n_k]
     ka = torch.tensor([i for i, _ in keys], dtype=torch.long)
     kb = torch.tensor([j for _, j in keys], dtype=torch.long)
-    step = max(1, BLOCK_CELLS // max(1, a.layers[0].n_k + b.layers[0].n_k))
     shape = (a.n_layers, a.n_heads)
-    change, mass = torch.zeros(shape, dtype=torch.float64), torch.zeros(shape, dtype=torch.float64)
+    out = {
+        f: {"change": torch.zeros(shape, dtype=torch.float64),
+            "mass": torch.zeros(shape, dtype=torch.float64)}
+        for f in fields
+    }  # fmt: skip
     for layer, (la, lb) in enumerate(zip(a.layers, b.layers, strict=True)):
+        if la.lean and lb.lean:
+            _lean_change(la, lb, pairs, {f: {k: v[layer] for k, v in got.items()}
+                                         for f, got in out.items()})  # fmt: skip
+            continue
+        step = max(1, BLOCK_CELLS // max(1, la.n_k + lb.n_k))
         for h in range(la.n_heads):
             for r0 in range(0, len(qa), step):
-                xa = la.block(field, h, qa[r0 : r0 + step]).double()  # [r, k_a]
-                xb = lb.block(field, h, qb[r0 : r0 + step]).double()  # [r, k_b]
-                both = (xa[:, ka] - xb[:, kb]).abs().sum()
-                only = xa.sum() - xa[:, ka].sum() + xb.sum() - xb[:, kb].sum()
-                change[layer, h] += 0.5 * float(both + only)
-                mass[layer, h] += 0.5 * float(xa.sum() + xb.sum())
+                for f in fields:
+                    xa = la.block(f, h, qa[r0 : r0 + step]).double()  # [r, k_a]
+                    xb = lb.block(f, h, qb[r0 : r0 + step]).double()  # [r, k_b]
+                    _add({f: out[f]}, (layer, h), {f: xa}, {f: xb}, ka, kb)
     n = max(1, len(qa))
-    return {"change": change / n, "mass": mass / n}
+    return {f: {k: v / n for k, v in got.items()} for f, got in out.items()}
+
+
+def _add(out: dict, at, rows_a: dict, rows_b: dict, ka, kb) -> None:
+    """Add rows' change and mass (per field: [r, k] of one head, or [head, r, k]) at `at`."""
+    for f, got in out.items():
+        xa, xb = rows_a[f], rows_b[f]
+        dims = tuple(range(xa.dim() - 2, xa.dim()))  # the rows and keys
+        both = (xa[..., ka] - xb[..., kb]).abs().sum(dims)
+        only = xa.sum(dims) - xa[..., ka].sum(dims) + xb.sum(dims) - xb[..., kb].sum(dims)
+        got["change"][at] += 0.5 * (both + only).double().cpu()
+        got["mass"][at] += 0.5 * (xa.sum(dims) + xb.sum(dims)).double().cpu()
+
+
+def runs(pairs: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """The aligned pairs as runs (start in a, start in b, length) of consecutive positions."""
+    out: list[list[int]] = []
+    for i, j in pairs:
+        if out and out[-1][0] + out[-1][2] == i and out[-1][1] + out[-1][2] == j:
+            out[-1][2] += 1
+        else:
+            out.append([i, j, 1])
+    return [tuple(r) for r in out]
+
+
+def _lean_change(la, lb, pairs: list[tuple[int, int]], out: dict) -> None:
+    """_aligned_change of two lean layers into out[field]["change" | "mass"] ([head] views of
+    the layer's rows): bands of aligned rows (a run maps a's rows to b's by an offset, so both
+    are contiguous), every head at once from the overview's recomputed band (engine/bands.band),
+    the aligned keys as runs of slices: nothing gathered, nothing n x n."""
+    from attnviz.engine.bands import BAND_CELLS, band
+
+    step = max(16, BAND_CELLS // max(1, la.n_heads * max(la.n_k, lb.n_k)))
+    key_runs = [(i, j, n) for i, j, n in runs(pairs)]
+    key_runs = [(i, j, min(n, la.n_k - i, lb.n_k - j)) for i, j, n in key_runs]
+    norms = {"a": None, "b": None}
+    if "moved" in out:
+        norms = {"a": f_norm_of(la), "b": f_norm_of(lb)}  # [head, k]
+    for qa0, qb0, size in runs([(i, j) for i, j in pairs if i < la.n_q and j < lb.n_q]):
+        for r in range(0, size, step):
+            n_r = min(step, size - r)
+            wa, _, ca0, ca1 = band(la, qa0 + r, qa0 + r + n_r)  # [head, r, c_a]
+            wb, _, cb0, cb1 = band(lb, qb0 + r, qb0 + r + n_r)  # [head, r, c_b]
+            for field, got in out.items():
+                xa, xb = wa, wb
+                if field == "moved":
+                    xa = wa * norms["a"][:, None, ca0:ca1].to(wa.device)
+                    xb = wb * norms["b"][:, None, cb0:cb1].to(wb.device)
+                change, mass_a, mass_b = _run_sums(xa, xb, (ca0, ca1), (cb0, cb1), key_runs)
+                total_a, total_b = xa.sum((1, 2)).double(), xb.sum((1, 2)).double()
+                got["change"] += 0.5 * (change + total_a - mass_a + total_b - mass_b).cpu()
+                got["mass"] += 0.5 * (total_a + total_b).cpu()
+
+
+def _run_sums(xa, xb, span_a: tuple[int, int], span_b: tuple[int, int], key_runs) -> tuple:
+    """Over the aligned keys of two bands [head, r, c] covering keys span_a and span_b (zero
+    outside): Σ|xa − xb|, Σ xa and Σ xb, per head (float64)."""
+    (ca0, ca1), (cb0, cb1) = span_a, span_b
+    heads = xa.shape[0]
+    change = torch.zeros(heads, dtype=torch.float64, device=xa.device)
+    mass_a, mass_b = change.clone(), change.clone()
+    for ka0, kb0, n in key_runs:
+        # run positions t = 0..n-1 are keys ka0 + t of a and kb0 + t of b
+        a_lo, a_hi = max(0, ca0 - ka0), min(n, ca1 - ka0)  # where a's band has the key
+        b_lo, b_hi = max(0, cb0 - kb0), min(n, cb1 - kb0)
+        if a_hi > a_lo:
+            mass_a += xa[:, :, ka0 + a_lo - ca0 : ka0 + a_hi - ca0].sum((1, 2)).double()
+        if b_hi > b_lo:
+            mass_b += xb[:, :, kb0 + b_lo - cb0 : kb0 + b_hi - cb0].sum((1, 2)).double()
+        lo, hi = max(a_lo, b_lo), min(a_hi, b_hi)  # both have it: |a − b|; one only: its mass
+        if hi > lo:
+            pa = xa[:, :, ka0 + lo - ca0 : ka0 + hi - ca0]
+            pb = xb[:, :, kb0 + lo - cb0 : kb0 + hi - cb0]
+            change += (pa - pb).abs().sum((1, 2)).double() - pa.sum((1, 2)) - pb.sum((1, 2))
+    # weights and moved are >= 0: where one side is 0, |a − b| is the other's value
+    return change + mass_a + mass_b, mass_a, mass_b
 
 
 def compare(a: Trace, b: Trace, field: str = "weights") -> pd.DataFrame:
     """Every head of two traces of one model, ranked by how much its `field` ("weights" or
-    "moved") changed from a to b (see the module's docstring for the rule).
+    "moved") changed from a to b: compare_fields(a, b, (field,))[field] (its docstring says
+    what the columns hold)."""
+    return compare_fields(a, b, (field,))[field]
+
+
+def compare_fields(
+    a: Trace, b: Trace, fields: tuple[str, ...] = ("weights", "moved")
+) -> dict[str, pd.DataFrame]:
+    """Every head of two traces of one model, ranked by how much each of `fields` ("weights",
+    "moved") changed from a to b (see the module's docstring for the rule): a table per field,
+    from one pass over both traces.
 
     Columns: rank (1 = changed most), layer, head, change (mean over aligned queries of the
     rows' total variation; NaN without alignment), change_rel (change over the rows' mean mass:
     equal to change for weights), d_entropy_rel, d_max_weight, d_distance, d_first, d_special
-    (b's head statistic minus a's, attnviz.engine.stats.head_stats), method ("aligned": ranked
-    by change_rel; "statistics": under half the tokens aligned, ranked by the largest |d_...|
-    over its column's largest). `attrs`: aligned (the pairs of positions), n_aligned."""
+    (b's head statistic of the weights minus a's, attnviz.engine.stats.head_stats), method
+    ("aligned": ranked by change_rel; "statistics": under half the tokens aligned, ranked by the
+    largest |d_...| over its column's largest), score (what the rank sorts by). `attrs`: aligned
+    (the pairs of positions), n_aligned."""
     import pandas as pd
 
-    if field not in ("weights", "moved"):
-        raise ValueError(f'field={field!r} must be "weights" or "moved"')
+    for field in fields:
+        if field not in ("weights", "moved"):
+            raise ValueError(f'field={field!r} must be "weights" or "moved"')
     _check(a, b)
     pairs = aligned(list(a.tokens), list(b.tokens))
     if 2 * len(pairs) < min(len(a.tokens), len(b.tokens)):  # too little in common to align
         pairs = []
     sa, sb = head_stats(a), head_stats(b)
+    changes = _aligned_change(a, b, pairs, tuple(fields)) if pairs else {}
+    return {f: _table(pd, a, changes.get(f), sa, sb, pairs) for f in fields}
+
+
+def _table(pd, a: Trace, got: dict | None, sa: dict, sb: dict, pairs: list) -> pd.DataFrame:
     rows = []
-    got = _aligned_change(a, b, pairs, field) if pairs else None
     for layer in range(a.n_layers):
         for h in range(a.n_heads):
             row = {"layer": layer, "head": h}
@@ -109,6 +211,7 @@ def compare(a: Trace, b: Trace, field: str = "weights") -> pd.DataFrame:
         table["method"] = "statistics"
         deltas = table[[f"d_{s}" for s in COMPARED_STATS]]
         key = (deltas.abs() / deltas.abs().max().replace(0, 1)).max(axis=1)
+    table["score"] = key
     table = table.iloc[key.sort_values(ascending=False, kind="stable").index].reset_index(drop=True)
     table.insert(0, "rank", range(1, len(table) + 1))
     table.attrs.update(aligned=pairs, n_aligned=len(pairs))

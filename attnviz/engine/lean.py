@@ -223,9 +223,9 @@ def safe_cols(rule: MaskRule, r0: int, r1: int, c0: int, c1: int) -> tuple[int, 
     return (a, b) if a < b else (c0, c0)
 
 
-def pooled_head(layer: object, head: int, th: int, tw: int) -> torch.Tensor:
-    """One head's weights average-pooled to at most th x tw, computed a band of rows at a time
-    (never the whole n x n map at once). [<=th, <=tw] CPU float32"""
+def pooled_head(layer: object, head: int, th: int, tw: int, name: str = "weights") -> torch.Tensor:
+    """One head's weights (or `name` "moved") average-pooled to at most th x tw, computed a band
+    of rows at a time (never the whole n x n map at once). [<=th, <=tw] CPU float32"""
     n_q, n_k = layer.stored("q").shape[1], layer.stored("k").shape[1]
     th, tw = min(th, n_q), min(tw, n_k)
     out = torch.zeros(th, tw)
@@ -242,7 +242,7 @@ def pooled_head(layer: object, head: int, th: int, tw: int) -> torch.Tensor:
         lo, hi = starts[r], ends[r_end - 1]
         w = torch.zeros(hi - lo, n_k)  # [band, k]
         c0, c1 = key_range(layer.__dict__["_stored_mask"], lo, hi)  # a causal band: fewer keys
-        w[:, c0:c1] = lean_block(layer, "weights", head, slice(lo, hi), slice(c0, c1))
+        w[:, c0:c1] = layer.block(name, head, slice(lo, hi), slice(c0, c1))  # moved: x norms
         w = pool(w.unsqueeze(0), tw).squeeze(0)  # [band, tw] exact column-bin means
         for i in range(r, r_end):
             out[i] = w[starts[i] - lo : ends[i] - lo].mean(0)

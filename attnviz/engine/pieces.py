@@ -8,7 +8,8 @@ How a tokenizer marks its pieces tells them apart:
 - byte-level BPE (GPT-2, Llama 3, Qwen, SmolLM2): every byte is a printable character ("Ġ" is a
   space, "Ċ" a newline), so a Chinese character is often two or three pieces ('æĪ', 'ĳ').
 - character-level (attnviz-char-zh-en): one character a token, the space a token of its own.
-- attnviz's toy stack: its tokens are words, CJK characters and punctuation already.
+- attnviz's toy stack: its tokens are words, CJK characters and punctuation already (so is a
+  text with no piece marks at all, every word in a WordPiece vocabulary: "words").
 
 Characters: consecutive pieces are merged until their bytes end on a whole UTF-8 character, so
 a character split into byte pieces reads as one. Words: a character group starts a new word when
@@ -139,7 +140,9 @@ def scheme(tokens: Sequence[str], special: Collection[int] = (), source: str = "
                 return "bytes"
         except UnicodeDecodeError:
             pass
-    return "chars"
+    # one character a token (attnviz-char-zh-en); longer tokens with no mark of a piece that
+    # continues a word are words already (a WordPiece text whose words are all in the vocabulary)
+    return "chars" if all(len(t) == 1 for t in plain) else "words"
 
 
 def _raw(token: str, how: str) -> bytes:

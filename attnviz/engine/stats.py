@@ -9,23 +9,33 @@ from typing import TYPE_CHECKING
 import torch
 
 from attnviz.engine.trace import LayerTrace, Trace
+from attnviz.engine.writes import row_shares
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-def head_stats(trace: Trace) -> dict[str, torch.Tensor]:
+def head_stats(trace: Trace, field: str = "weights") -> dict[str, torch.Tensor]:
     """Per-head statistics, each a [layer, head] tensor averaged over query rows.
 
     entropy: mean row entropy in nats; entropy_rel: that over log(allowed keys), 1 = uniform;
     max_weight: mean of each row's largest weight; distance: mean |query pos - key pos| weighted;
     self / prev / first: mean weight on the token itself, the one before it, the first one;
     special: mean weight on the trace's special tokens ([CLS], [SEP]; 0 when there are none).
+    field="moved": the same statistics of each row of `moved` scaled to sum to 1 (where what
+    reaches the query comes from, weighed by what each key sends: engine/writes.py).
     A lean trace (long input) is summed a band of rows at a time, never n x n for all heads.
     """
+    if field not in ("weights", "moved"):
+        raise ValueError(f'field={field!r} must be "weights" or "moved"')
     if any(layer.lean for layer in trace.layers):
-        return _head_stats_in_bands(trace)
-    w = trace.weights()  # [layer, head, q, k]
+        return _head_stats_in_bands(trace, field)
+    if any(getattr(layer, "base", None) is not None for layer in trace.layers):
+        return _head_stats_in_blocks(trace, field)  # words of a lean trace
+    if field == "moved":
+        w = torch.stack([row_shares(layer.moved) for layer in trace.layers])  # [l, h, q, k]
+    else:
+        w = trace.weights()  # [layer, head, q, k]
     n_q, n_k = w.shape[-2:]
     everything = torch.ones(n_q, n_k, dtype=torch.bool)  # [q, k]
     # Each layer's own mask: a decoder may mix full and sliding-window layers.
@@ -72,18 +82,74 @@ def head_stats(trace: Trace) -> dict[str, torch.Tensor]:
 STATS = ("entropy", "entropy_rel", "max_weight", "distance", "self", "prev", "first", "special")
 
 
-def _head_stats_in_bands(trace: Trace) -> dict[str, torch.Tensor]:
+def _head_stats_in_bands(trace: Trace, field: str = "weights") -> dict[str, torch.Tensor]:
     """head_stats, the same definitions, from one pass over bands of rows per layer (all heads
-    together; attnviz.engine.bands, shared with the overview's pooled map and memoized)."""
-    from attnviz.engine.bands import THUMB, specials_of, summaries
+    together; attnviz.engine.bands, shared with the overview's pooled map and memoized; moved's
+    is a pass of its own, made when asked)."""
+    from attnviz.engine.bands import THUMB, specials_of, summaries, summarize_moved
 
-    parts = summaries(trace.layers, (THUMB, THUMB), specials_of(trace))
+    specials = specials_of(trace)
+    if field == "moved":
+        parts = [summarize_moved(layer, specials) for layer in trace.layers]
+    else:
+        parts = summaries(trace.layers, (THUMB, THUMB), specials)
     which = {"entropy_rel": "wide", "prev": "prev"}
     return {
         name: torch.stack(
             [(p.sums[name] / max(1, p.rows[which.get(name, "live")])).float() for p in parts]
         )  # [layer, head]  # fmt: skip
         for name in STATS
+    }
+
+
+def _head_stats_in_blocks(trace: Trace, field: str) -> dict[str, torch.Tensor]:
+    """head_stats from each head's blocks of rows (a lean trace's moved, a trace of words grouped
+    on access): the dense path's definitions, a band of rows of one head at a time."""
+    from attnviz.engine.lean import BLOCK_CELLS
+
+    sums = {name: torch.zeros(trace.n_layers, trace.n_heads, dtype=torch.float64) for name in STATS}
+    counts = dict.fromkeys(("live", "wide", "prev"), 0)
+    n_k = trace.layers[0].n_k
+    specials = sorted({p for ps in trace.special.values() for p in ps if p < n_k})
+    for i, layer in enumerate(trace.layers):
+        step = max(1, BLOCK_CELLS // max(1, n_k))
+        for r0 in range(0, layer.n_q, step):
+            rows = torch.arange(r0, min(layer.n_q, r0 + step))
+            n_allowed = layer.block("mask", 0, rows).sum(-1)  # [r]
+            ok = {"live": n_allowed > 0, "wide": n_allowed > 1}
+            ok["prev"] = ok["live"] & (rows > 0)
+            if i == 0:
+                counts = {name: counts[name] + int(ok[name].sum()) for name in counts}
+            max_h = torch.log(n_allowed.clamp_min(2).double())  # [r]
+            for h in range(layer.n_heads):
+                w = layer.block(field, h, rows).double()  # [r, k]
+                w = row_shares(w) if field == "moved" else w
+                row = _row_stats(w, rows, specials)  # name -> [r]
+                row["entropy_rel"] = row["entropy"] / max_h * ok["wide"]
+                for name, value in row.items():
+                    keep = ok["prev"] if name == "prev" else ok["live"]
+                    sums[name][i, h] += float((value * keep).sum())
+    which = {"entropy_rel": "wide", "prev": "prev"}
+    return {name: (sums[name] / max(1, counts[which.get(name, "live")])).float() for name in STATS}
+
+
+def _row_stats(w: torch.Tensor, rows: torch.Tensor, specials: list[int]) -> dict:
+    """Each row's value of every statistic but entropy_rel, for rows `rows` of one head. [r] each"""
+    n_r, n_k = w.shape
+    plogp = torch.where(w > 0, w * w.clamp_min(1e-300).log(), torch.zeros((), dtype=w.dtype))
+
+    def at(cols: torch.Tensor) -> torch.Tensor:  # w[i, cols[i]], 0 outside the keys
+        inside = (cols >= 0) & (cols < n_k)
+        return torch.where(inside, w[torch.arange(n_r), cols.clamp(0, n_k - 1)], 0.0)
+
+    return {
+        "entropy": -plogp.sum(-1),
+        "max_weight": w.amax(-1),
+        "distance": (w * (rows.unsqueeze(1) - torch.arange(n_k)).abs().double()).sum(-1),
+        "self": at(rows),
+        "prev": at(rows - 1),
+        "first": w[:, 0],
+        "special": w[:, specials].sum(-1) if specials else torch.zeros(n_r, dtype=w.dtype),
     }
 
 
@@ -151,16 +217,16 @@ def _weight_shift_in_blocks(new: Trace, base: Trace) -> torch.Tensor:
 
 
 def heads_linking(
-    trace: Trace, query: int, key: int, top: int = 10
+    trace: Trace, query: int, key: int, top: int = 10, field: str = "weights"
 ) -> list[tuple[int, int, float]]:
-    """The heads that put the most weight from `query` on `key`, as (layer, head, weight), best
-    first: which head links "it" to "animal"?"""
+    """The heads that put the most weight (or `field` "moved") from `query` on `key`, as (layer,
+    head, value), best first: which head links "it" to "animal"?"""
     n_q, n_k = trace.layers[0].n_q, trace.layers[0].n_k
     if not (0 <= query < n_q and 0 <= key < n_k):
         raise ValueError(f"query={query}, key={key} must be positions below {n_q} and {n_k}")
     # one cell of each head (a lean trace recomputes just it, never every n x n map)
     w = torch.stack([
-        torch.stack([lt.block("weights", h, [query], [key])[0, 0] for h in range(lt.n_heads)])
+        torch.stack([lt.block(field, h, [query], [key])[0, 0] for h in range(lt.n_heads)])
         for lt in trace.layers
     ])  # [layer, head]  # fmt: skip
     order = torch.argsort(w.flatten(), descending=True)[:top]
@@ -183,10 +249,15 @@ def _positions(trace: Trace) -> dict[str, list[int]]:
     return {"special": special, "punct": punct, "both": sorted(special + punct)}
 
 
-def _shares(layer: LayerTrace, cols: dict[str, list[int]]) -> dict[str, torch.Tensor]:
+def _shares(
+    layer: LayerTrace, cols: dict[str, list[int]], specials: tuple[int, ...] = ()
+) -> dict[str, torch.Tensor]:
     """Per head, the sums over every query row of weights and moved: in total, and on each
-    group's keys. A band of rows at a time (a lean layer: never n x n for all heads)."""
+    group's keys. A band of rows at a time (a lean layer: never n x n for all heads; its column
+    sums come from the overview's pass over bands, `specials` naming that pass)."""
+    from attnviz.engine.bands import THUMB, summarize
     from attnviz.engine.lean import BLOCK_CELLS
+    from attnviz.engine.writes import f_norm_of
 
     # the per-key norms when the layer has them (moved = weights x norms), else its own moved
     # (a trace grouped into words); neither: moved_block says why
@@ -197,6 +268,14 @@ def _shares(layer: LayerTrace, cols: dict[str, list[int]]) -> dict[str, torch.Te
         for field in ("weights", "moved")
         for name in ("total", *cols)
     }
+    if layer.lean:  # every head's column sums from the overview's pass (memoized on the layer)
+        col = summarize(layer, (THUMB, THUMB), specials).col_sums  # [head, k]
+        moved = col * f_norm_of(layer).double()  # [head, k] Σ_i moved[i, j]
+        for field, x in (("weights", col), ("moved", moved)):
+            sums[f"{field}_total"] += x.sum(-1)
+            for name, keys in cols.items():
+                sums[f"{field}_{name}"] += x[:, keys].sum(-1)
+        return sums
     step = max(1, BLOCK_CELLS // max(1, n_k))
     for h in range(n_heads):
         for r0 in range(0, n_q, step):
@@ -226,10 +305,12 @@ def special_share(trace: Trace) -> pd.DataFrame:
     Value-weighted attention: attnviz.engine.writes. A lean trace is summed a band at a time."""
     import pandas as pd
 
+    from attnviz.engine.bands import specials_of
+
     cols = _positions(trace)
     rows = []
     for i, layer in enumerate(trace.layers):
-        sums = _shares(layer, cols)
+        sums = _shares(layer, cols, specials_of(trace))
         for h in range(layer.n_heads):
             row = {"layer": i, "head": h}
             for name in cols:

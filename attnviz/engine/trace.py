@@ -13,7 +13,7 @@ import torch
 
 from attnviz.engine.bands import specials_of, summaries
 from attnviz.engine.lean import MaskRule, lean_block
-from attnviz.engine.writes import moved_block, moved_of
+from attnviz.engine.writes import f_norm_of, moved_block, moved_of
 
 _MISSING = object()
 
@@ -254,22 +254,28 @@ class Trace:
         return extra + sum(layer.nbytes() for layer in self.layers)
 
 
-def pooled_weights(trace: Trace, th: int, tw: int) -> torch.Tensor:
-    """Every head's weights average-pooled to at most th x tw, computed where the trace lives (a
-    GPU trace copies only the pooled mosaic). [layer, head, <=th, <=tw], CPU float32"""
+def pooled_weights(trace: Trace, th: int, tw: int, name: str = "weights") -> torch.Tensor:
+    """Every head's weights (or `name` "moved") average-pooled to at most th x tw, computed where
+    the trace lives (a GPU trace copies only the pooled mosaic). [layer, head, <=th, <=tw], CPU
+    float32"""
+    if name not in ("weights", "moved"):
+        raise ValueError(f'name={name!r} must be "weights" or "moved"')
     # A band of rows at a time, all heads; made here one layer after another unless a server
-    # made them already (attnviz.serve.bandpool: a layer per core).
+    # made them already (attnviz.serve.bandpool: a layer per core). One pass gives both fields.
     lean = [layer for layer in trace.layers if layer.lean]
-    pooled = iter(s.pooled for s in summaries(lean, (th, tw), specials_of(trace)))
+    pooled = iter(summaries(lean, (th, tw), specials_of(trace)))
     out = []
     for layer in trace.layers:
         if layer.lean:  # never n x n for all heads
-            out.append(next(pooled))
+            summary = next(pooled)
+            if name == "moved" and summary.pooled_moved is None:
+                f_norm_of(layer)  # says why there is no moved
+            out.append(summary.pooled if name == "weights" else summary.pooled_moved)
             continue
         if getattr(layer, "grouped", False):  # words of pieces (engine/words.py), in bands
-            out.append(layer.pooled(th, tw))
+            out.append(layer.pooled(th, tw, name))
             continue
-        w = layer.stored("weights")  # [head, q, k] on its device
+        w = layer.stored("weights") if name == "weights" else layer.moved  # [head, q, k]
         n_q, n_k = w.shape[-2:]
         if n_q > th or n_k > tw:
             w = torch.nn.functional.adaptive_avg_pool2d(w.float(), (min(th, n_q), min(tw, n_k)))

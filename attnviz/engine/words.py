@@ -79,27 +79,37 @@ class GroupedLayer(LayerTrace):
         as the overview pools a lean trace of pieces. [head, <=th, <=tw] CPU float32"""
         n_q, n_k = len(self.row_groups), len(self.col_groups)
         th, tw = min(th, n_q), min(tw, n_k)
+        made = self.__dict__.setdefault("_pooled", {})  # a head's picture asks for every head's
+        if (th, tw, name) not in made:
+            made[(th, tw, name)] = self._pool(th, tw, name)
+        return made[(th, tw, name)]
+
+    def _pool(self, th: int, tw: int, name: str) -> torch.Tensor:
+        n_q, n_k = len(self.row_groups), len(self.col_groups)
         if self.base is None:  # stored: pooled at once
             return torch.nn.functional.adaptive_avg_pool2d(getattr(self, name), (th, tw))
         row_s, row_e = bins(n_q, th)
         col_s, col_e = bins(n_k, tw)
         # pooling after grouping is one product per side over pieces: piece j of key group J
-        # counts in J's column bin; piece i of row group I counts 1/|I| in I's row bin
+        # counts in J's column bin; piece i of row group I counts 1/|I| in I's row bin. Bands
+        # of pieces, not of groups: a word of thousands of pieces (a URL, a run without spaces)
+        # never makes a band of thousands of rows.
         per_key = indicator(col_s, col_e, 0, n_k).T[self.col_groups.of_piece()]  # [k, tw]
         f = f_norm_of(self.base) if name == "moved" else None  # [head, k]
+        of_piece = self.row_groups.of_piece()  # [pieces] each piece's group
+        weight = 1.0 / self.row_groups.sizes(of_piece).float()  # [pieces] 1/|I|
         out = torch.zeros(self.n_heads, th, tw)
-        step = _band_rows(self.row_groups, self.col_groups.n * self.n_heads)
-        for r0 in range(0, n_q, step):
-            r1 = min(n_q, r0 + step)
-            groups = torch.arange(r0, r1)
-            p0, p1 = self.row_groups.spans[r0][0], self.row_groups.spans[r1 - 1][1]
+        n_pieces = len(of_piece)
+        step = max(1, BLOCK_CELLS // max(1, self.col_groups.n * self.n_heads))
+        for p0 in range(0, n_pieces, step):
+            p1 = min(n_pieces, p0 + step)
             w, _, c0, c1 = band(self.base, p0, p1)  # [head, pieces, c] every head at once
             w = w.float().cpu() if f is None else w.float().cpu() * f[:, None, c0:c1]
-            local = self.row_groups.local(groups)  # [pieces] each piece's group in the band
-            touch = ((row_s < r1) & (row_e > r0)).nonzero().squeeze(-1)  # output rows it hits
-            b0, b1 = int(touch[0]), int(touch[-1]) + 1
-            per_row = indicator(row_s[b0:b1], row_e[b0:b1], r0, r1)[:, local]  # [out, pieces]
-            per_row = per_row / self.row_groups.sizes(groups)[local].float()
+            groups = of_piece[p0:p1]  # [pieces], sorted
+            touch = ((row_s <= groups[-1]) & (row_e > groups[0])).nonzero().squeeze(-1)
+            b0, b1 = int(touch[0]), int(touch[-1]) + 1  # output rows it hits
+            inside = (groups >= row_s[b0:b1, None]) & (groups < row_e[b0:b1, None])  # [out, p]
+            per_row = inside.float() * weight[p0:p1]  # [out, pieces]
             out[:, b0:b1] += (per_row @ w) @ per_key[c0:c1]  # [head, out, tw]
         area = ((row_e - row_s).unsqueeze(1) * (col_e - col_s).unsqueeze(0)).float()
         return out / area

@@ -86,3 +86,20 @@ def moved_block(
     if cols is not None:
         f = f[cols] if isinstance(cols, slice) else f[torch.as_tensor(cols, dtype=torch.long)]
     return layer.block("weights", head, rows, cols) * f.reshape(1, -1)  # [rows, cols]
+
+
+def row_shares(x: torch.Tensor) -> torch.Tensor:
+    """Each row of `moved` scaled to sum to 1: the share of what reaches a query that each key
+    sends (a row that moves nothing stays 0). [..., q, k]"""
+    total = x.sum(-1, keepdim=True)
+    return torch.where(total > 0, x / total.clamp_min(1e-30), torch.zeros((), dtype=x.dtype))
+
+
+def has_moved(trace) -> bool:
+    """Whether a trace can give `moved` (it has the per-key norms; a trace from attention
+    weights alone has none)."""
+    try:
+        trace.layers[0].block("moved", 0, [0], [0])
+    except (ValueError, IndexError):
+        return False
+    return True

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import torch
 
-from attnviz.engine.bands import THUMB, LayerSummary, made, specials_of, summarize
+from attnviz.engine.bands import MOVED, THUMB, LayerSummary, made, specials_of, summarize
 
 MAX_THREADS = 4  # more layers at once hold more bands in memory (8 MiB each) for little gain
 WARM_JOBS = 16  # warm-ups queued at most (a layer each); older ones are dropped
@@ -185,19 +185,24 @@ def overview_key(trace) -> tuple[tuple[int, int], tuple[int, ...]]:
     return (THUMB, THUMB), specials_of(trace)
 
 
-def pending(trace) -> bool:
+def pending(trace, field: str = "weights") -> bool:
     """Whether a view of every head of this trace would wait for a pass (a lean layer whose
-    overview summary is not made yet)."""
+    overview summary, or with field "moved" its statistics of moved, is not made yet)."""
     side, specials = overview_key(trace)
-    return any(layer.lean and not made(layer, side, specials) for layer in trace.layers)
+    sides = (side, MOVED) if field == "moved" else (side,)
+    return any(layer.lean and not made(layer, s, specials) for layer in trace.layers for s in sides)
 
 
-def fill(trace) -> None:
+def fill(trace, field: str = "weights") -> None:
     """Make the overview's and the statistics' summaries of a trace's lean layers now, a layer
-    per core, so that the engine finds them memoized (a trace with no lean layer: nothing)."""
+    per core, so that the engine finds them memoized (a trace with no lean layer: nothing);
+    field "moved": the statistics of moved too (their own pass: bands.summarize_moved)."""
     lean = [layer for layer in trace.layers if layer.lean]
     if lean:
-        summaries(lean, *overview_key(trace))
+        side, specials = overview_key(trace)
+        summaries(lean, side, specials)
+        if field == "moved":
+            summaries(lean, MOVED, specials)
 
 
 def warm_trace(trace) -> None:

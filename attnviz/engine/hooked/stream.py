@@ -143,6 +143,15 @@ def read_stream(model: LoadedModel, trace: Trace, position: int = -1) -> Stream:
         )
     dec = decoder_part(model, trace)
     pos = position_in(dec, position)
+    # kept on the trace while it lives (a few d_model vectors a layer): head_logits and the logit
+    # lens of one position read it from one rerun, the views one after the other
+    key = ("stream", model.key, pos)
+    if key not in trace.memo:
+        trace.memo[key] = _read(model, trace, dec, pos)
+    return trace.memo[key]
+
+
+def _read(model: LoadedModel, trace: Trace, dec: Trace, pos: int) -> Stream:
     n = _real_length(dec)
     stream = Stream(position=pos, tokens=dec.tokens[:n])
     dev = torch.device(model.device)
