@@ -32,17 +32,17 @@ def matrix_frame(
 
 
 def head_weights(
-    trace: Trace, layer: int, head: int, window: tuple[int, int]
+    trace: Trace, layer: int, head: int, window: tuple[int, int], field: str = "weights"
 ) -> tuple[torch.Tensor, list[str], list[str]]:
-    """One head's weights for a download, with their query and key tokens: the whole map, or for
-    a lean trace (which never holds one whole) the window's block. A copy: a download kept with a
-    session holds one head, not the trace."""
+    """One head's weights (or `field` "moved") for a download, with their query and key tokens:
+    the whole map, or for a lean trace (which never holds one whole, nor do its words) the
+    window's block. A copy: a download kept with a session holds one head, not the trace."""
     lt = trace.layers[layer]
     rows, cols = list(trace.tokens), list(trace.key_tokens)
-    if lt.lean:
+    if lt.lean or getattr(lt, "base", None) is not None:
         lo, hi = window
-        return lt.block("weights", head, slice(lo, hi), slice(lo, hi)), rows[lo:hi], cols[lo:hi]
-    return lt.head("weights", head).clone(), rows, cols
+        return lt.block(field, head, slice(lo, hi), slice(lo, hi)), rows[lo:hi], cols[lo:hi]
+    return lt.head(field, head).clone(), rows, cols
 
 
 def kept_bytes(trace: Trace) -> tuple[int, int] | None:
@@ -61,15 +61,21 @@ def numbered(tokens: list[str]) -> list[str]:
     return [f"{i}:{t}" for i, t in enumerate(tokens)]
 
 
-def head_stats_frame(trace: Trace) -> pd.DataFrame:
-    """One row per (layer, head) with every statistic of attnviz.engine.trace.head_stats."""
-    stats = head_stats(trace)
+def head_stats_frame(trace: Trace, field: str = "weights") -> pd.DataFrame:
+    """One row per (layer, head) with every statistic of attnviz.engine.stats.head_stats (of the
+    weights, or of moved's rows scaled to sum to 1), then the Kobayashi comparison's shares of
+    weights and of moved on special tokens and punctuation (engine.stats.special_share) where
+    the trace has the per-key norms."""
+    from attnviz.engine.stats import special_share
+    from attnviz.engine.writes import has_moved
+
+    stats = head_stats(trace, field)
     if not any(trace.special.values()):
         del stats["special"]  # always 0 without [CLS] / [SEP] / [PAD]
     # Share of weight on each kind of special token ([CLS], [SEP]...), averaged over queries.
     # Only those key columns of each head (a lean trace recomputes just them).
     for name, positions in sorted(trace.special.items()):
-        if name != "[PAD]" and positions:
+        if name != "[PAD]" and positions and field == "weights":
             stats[f"on {name}"] = torch.tensor([
                 [float(lt.block("weights", h, None, positions).sum(-1).mean())
                  for h in range(lt.n_heads)] for lt in trace.layers
@@ -81,7 +87,11 @@ def head_stats_frame(trace: Trace) -> pd.DataFrame:
             row: dict[str, Any] = {"layer": layer, "head": head}
             row.update({name: float(value[layer, head]) for name, value in stats.items()})
             rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if has_moved(trace):
+        shares = special_share(trace).drop(columns=["layer", "head"])
+        table = pd.concat([table, shares.reset_index(drop=True)], axis=1)
+    return table
 
 
 def query_frame(trace: Trace, layer: int, head: int, query: int) -> pd.DataFrame:

@@ -17,6 +17,7 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
+from attnviz.engine.writes import row_shares
 from attnviz.views.colour import HIGHLIGHT, PALETTE
 from attnviz.views.spec import FONT, escape
 
@@ -112,17 +113,24 @@ def _segments(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return seg.reshape(-1)
 
 
-def layer_lines(trace, layer: int, pick: LinesPick, look: LinesLook) -> go.Figure:
+def layer_lines(
+    trace, layer: int, pick: LinesPick, look: LinesLook, field: str = "weights"
+) -> go.Figure:
     """The Lines view of one layer of a trace: a lean trace (a long input, whose n x n weights it
-    never holds) gives only the window's block of the picked heads, positions counted from it."""
+    never holds) gives only the window's block of the picked heads, positions counted from it.
+    field="moved": each line's opacity is its key's share of what the query's row moves."""
     lt = trace.layers[layer]
-    if not lt.lean:
-        return lines_figure(lt.weights, (trace.tokens, trace.key_tokens), lt.mask, pick, look)
+    if not lt.lean and getattr(lt, "base", None) is None:
+        w = lt.weights if field == "weights" else row_shares(lt.moved)  # [head, q, k]
+        return lines_figure(w, (trace.tokens, trace.key_tokens), lt.mask, pick, look)
     lo, hi = pick.q_range or (0, len(trace.tokens))
     klo, khi = pick.k_range or (0, len(trace.key_tokens))
     weights = torch.zeros(lt.n_heads, hi - lo, khi - klo)  # [head, q, k] the window
     for h in pick.heads:
-        weights[h] = lt.block("weights", h, slice(lo, hi), slice(klo, khi))
+        if field == "moved":  # a row's share needs the whole row's sum
+            weights[h] = row_shares(lt.block(field, h, slice(lo, hi)))[:, klo:khi]
+        else:
+            weights[h] = lt.block(field, h, slice(lo, hi), slice(klo, khi))
     mask = lt.block("mask", 0, slice(lo, hi), slice(klo, khi))  # [q, k]
     focus = pick.focus
     if focus is not None:

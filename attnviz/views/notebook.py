@@ -127,6 +127,8 @@ def show(
     *,
     text: str | None = None,
     tokens: Sequence[str] | None = None,
+    model: object = None,
+    other: object = None,
     **selection: object,
 ) -> View | AttentionWidget:
     """The app's view `view` of `source`, as one displayable object.
@@ -135,11 +137,16 @@ def show(
     object: its tokenizer is found beside it) with `text=`; or the attentions of any forward run
     with output_attentions=True with `tokens=` (or the pair `(attentions, tokens)`), which draws
     the weights views only. Views: "overview", "detail", "heads", "lines", "rollout", "query",
-    "link", "outputs" return a `View` (Plotly figures with a static SVG fallback, so an exported
-    notebook still shows them); "explore" returns the interactive widget (attnviz.views.widget:
-    layer and head pickers, hover or click a token to isolate it, knobs that need no rerun).
+    "link", "outputs", "logits" (each head's push on the next token's logit: needs `model=`
+    unless `source` is the model), "lens" (the logit lens: the same), "compare" (every head's
+    change from `source` to `other=`, a Trace or a text of the same model) return a `View`
+    (Plotly figures with a static SVG fallback, so an exported notebook still shows them);
+    "explore" returns the interactive widget (attnviz.views.widget: layer and head pickers, hover
+    or click a token to isolate it, knobs that need no rerun).
     The selection keywords pick the layer/head/query/key (all 0 by default; `shared=True` shares
-    colour scales, `scale="log"`, `lang="zh"`; any field of attnviz.views.selection.Selection).
+    colour scales, `scale="log"`, `lang="zh"`, `field="moved"` (value-weighted), `unit="word"`
+    (words instead of pieces; "char": whole characters), `token=" tired"` (the logits view's
+    token); any field of attnviz.views.selection.Selection).
     `part` picks an encoder-decoder's "decoder" or "cross" attention."""
     if view not in VIEWS and view != "explore":
         raise ValueError(f"view={view!r} is not a view: use one of {', '.join(VIEWS)}, explore")
@@ -148,15 +155,28 @@ def show(
         raise TypeError(
             f"show() got {', '.join(sorted(unknown))}; it takes {', '.join(Selection.names())}"
         )
-    trace = as_trace(source, text, tokens)
-    if part is not None:
-        trace = trace.part(part)
+    from attnviz.engine.hooked.loading import LoadedModel
+
+    needs = registry.BY_NAME[view].needs if view in registry.BY_NAME else None
+    if model is None and isinstance(source, LoadedModel):
+        model = source
+    if needs and model is None and not (needs == "other" and isinstance(other, Trace)):
+        raise TypeError(
+            f"view={view!r} needs the model: show(trace, view={view!r}, model=model)"
+            if needs == "model"
+            else f"view={view!r} needs other=: a second Trace (or a text and model=)"
+        )
+    full = as_trace(source, text, tokens)
+    trace = full if part is None else full.part(part)
     if trace.meta.get("weights_only") and view not in WEIGHTS_ONLY:
         raise ValueError(
             f"view={view!r} needs q, k and the raw scores, which attentions alone do not have: "
             f"use one of {', '.join(sorted(WEIGHTS_ONLY))}, or trace the model with attnviz"
         )
-    sel = Selection(**selection).check(trace)  # type: ignore[arg-type]
+    sel = Selection(**selection)  # type: ignore[arg-type]
+    if view not in registry.BY_NAME or registry.BY_NAME[view].words:  # else: pieces, as the app
+        trace = grouped_as(trace, sel.unit)
+    sel = sel.check(trace)
     if view == "explore":
         from attnviz.views.widget import explorer
 
@@ -165,8 +185,33 @@ def show(
         labels = {n: tr(f"lw.{n}") for n in names} | {"query": tr("w.query"), "key": tr("w.key")}
         labels["hint"] = tr("lw.hint_overview")
         return explorer(trace, layer=sel.layer, head=sel.head, labels=labels)
-    drawn = VIEWS[view](trace, sel)
+    if needs == "model":  # the whole run: the final state reads every part
+        drawn = VIEWS[view](full, sel, _loaded(model))
+    elif needs == "other":
+        if not isinstance(other, Trace):
+            other = as_trace(model, str(other))
+        second = other if part is None else other.part(part)
+        drawn = VIEWS[view](trace, sel, grouped_as(second, sel.unit))
+    else:
+        drawn = VIEWS[view](trace, sel)
     return View(view, drawn if isinstance(drawn, list) else [drawn])
+
+
+def grouped_as(trace: Trace, unit: str) -> Trace:
+    """The trace over `unit`: itself for "pieces", else attnviz.grouped(trace, by=unit)."""
+    if unit == "pieces" or trace.meta.get("grouped") == unit:
+        return trace
+    from attnviz.engine.words import grouped
+
+    return grouped(trace, by=unit)
+
+
+def _loaded(model: object):
+    """attnviz's LoadedModel for a model given to show (a transformers model object: loaded)."""
+    from attnviz.engine.hooked import load_model
+    from attnviz.engine.hooked.loading import LoadedModel
+
+    return model if isinstance(model, LoadedModel) else load_model(model)
 
 
 __all__ = ["VIEWS", "Selection", "View", "show"]

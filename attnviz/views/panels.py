@@ -46,9 +46,12 @@ def default_scale(n: int, short: str = "fixed") -> str:
     return "log" if is_long(n) else short
 
 
-def weights_colour(matrix, mode: str, tr: Tr, value: str | None = None) -> Colour:
-    """The weights' Colour under `mode`, the colour bar saying which scale it is."""
-    value = value or tr("w.weights")
+def weights_colour(
+    matrix, mode: str, tr: Tr, value: str | None = None, field: str = "weights"
+) -> Colour:
+    """The weights' (or moved's) Colour under `mode`, the colour bar saying which scale it is."""
+    value = value or tr(f"w.{field}")
+    mode = "max" if field == "moved" and mode == "fixed" else mode  # moved is not bounded by 1
     top = colour_scale(matrix, mode)["top"]
     bar = tr(f"lv.bar.{mode}", top=top, gamma=GAMMA, value=value)
     return Colour.weights(matrix, mode, value, bar, gamma=scale_gamma(mode))
@@ -75,9 +78,9 @@ def heads_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
     y = Axis(trace.tokens, tr("w.query"), ticks=None)
     figs = []
     for h in range(lt.n_heads):
-        w, _ = head_map(trace, layer, h, PICTURE_SIDE)  # [q, k], or pooled
+        w, _ = head_map(trace, layer, h, PICTURE_SIDE, sel.field)  # [q, k], or pooled
         title = tr("pg.head_title", h=h) + (tr("ex.silenced") if (layer, h) in off else "")
-        colour = weights_colour(w, mode, tr)
+        colour = weights_colour(w, mode, tr, field=sel.field)
         if tuple(w.shape) == (lt.n_q, lt.n_k):
             show = mode != "fixed" or h % per_row == per_row - 1
             colour = Colour(**{**colour.__dict__, "show_bar": show})
@@ -112,35 +115,42 @@ def overview_figure(trace: Trace, sel: Selection, width: int = MOSAIC_WIDTH) -> 
     zoom = min(3.0, width / cols_px, 820 / rows_px)
     # Without a focus token only the pooled weights are needed (a GPU trace copies just those);
     # with one, only that row of each head (expanded, not copied, to the map's shape).
-    weights = focus_rows(trace, focus) if focus is not None else pooled_weights(trace, thumb, thumb)
+    field = sel.field
+    weights = (
+        focus_rows(trace, focus, field) if focus is not None
+        else pooled_weights(trace, thumb, thumb, field)
+    )  # fmt: skip
     tiles = images.Tiles(thumb, shared=sel.shared, gamma=gamma, focus=focus,
                          marked=tuple(sorted(silenced(trace))))  # fmt: skip
-    return images.mosaic(
-        weights, tiles, tr("ex.overview_title"), max(200, int(rows_px * zoom) + 70)
-    )
+    title = tr("ex.overview_title" if field == "weights" else "ex.overview_title_moved")
+    return images.mosaic(weights, tiles, title, max(200, int(rows_px * zoom) + 70))
 
 
-def focus_rows(trace: Trace, focus: int) -> torch.Tensor:
-    """Query `focus`'s weights in every head, as a [layer, head, n_q, n_k] view of one row (only
-    that row exists: a lean trace recomputes just it). Read only row `focus`."""
+def focus_rows(trace: Trace, focus: int, field: str = "weights") -> torch.Tensor:
+    """Query `focus`'s weights (or moved) in every head, as a [layer, head, n_q, n_k] view of one
+    row (only that row exists: a lean trace recomputes just it). Read only row `focus`."""
     n_q = len(trace.tokens)
     if not 0 <= focus < n_q:
         raise ValueError(f"focus={focus} must be a query position 0..{n_q - 1}")
     rows = torch.stack([
-        torch.stack([lt.block("weights", h, [focus])[0] for h in range(lt.n_heads)])
+        torch.stack([lt.block(field, h, [focus])[0] for h in range(lt.n_heads)])
         for lt in trace.layers
     ])  # [layer, head, k]  # fmt: skip
     return rows.unsqueeze(2).expand(-1, -1, n_q, -1)  # [layer, head, q, k] (a view)
 
 
-def head_map(trace: Trace, layer: int, head: int, side: int) -> tuple[torch.Tensor, tuple]:
-    """One head's weights to draw: the whole [q, k] map, or for a lean trace (which never holds
-    it whole) the map pooled to at most side x side, a band of rows at a time; and the map's
-    (n_q, n_k)."""
+def head_map(
+    trace: Trace, layer: int, head: int, side: int, field: str = "weights"
+) -> tuple[torch.Tensor, tuple]:
+    """One head's weights (or moved) to draw: the whole [q, k] map, or for a lean trace (which
+    never holds it whole) the map pooled to at most side x side, a band of rows at a time; and
+    the map's (n_q, n_k)."""
     lt = trace.layers[layer]
     if lt.lean:
-        return pooled_head(lt, head, side, side), (lt.n_q, lt.n_k)
-    w = lt.head("weights", head)  # [q, k]
+        return pooled_head(lt, head, side, side, field), (lt.n_q, lt.n_k)
+    if getattr(lt, "base", None) is not None:  # words of a lean trace: pooled in bands
+        return lt.pooled(side, side, field)[head], (lt.n_q, lt.n_k)
+    w = lt.head(field, head)  # [q, k]
     return w, tuple(w.shape)
 
 
@@ -149,10 +159,11 @@ def head_image_figure(trace: Trace, sel: Selection) -> go.Figure:
     PICTURE_SIDE a side), coloured like the thumbnails above it: tens of kilobytes on a head
     change where three maps of numbers were megabytes. Head detail has the numbers."""
     tr, layer, head, n = sel.tr, sel.layer, sel.head, _n(trace)
-    w, _ = head_map(trace, layer, head, PICTURE_SIDE)
+    w, _ = head_map(trace, layer, head, PICTURE_SIDE, sel.field)
     colour = Colour(gamma=overview_gamma(trace, sel.scale))
     height = min(900, max(560, 2 * min(n, PICTURE_SIDE) + 160))
-    frame = Frame(tr("ex.overview_head_title", l=layer, h=head), height)
+    title = "ex.overview_head_title" + ("_moved" if sel.field == "moved" else "")
+    frame = Frame(tr(title, l=layer, h=head), height)
     x, y = Axis(trace.key_tokens, tr("w.key")), Axis(trace.tokens, tr("w.query"))
     return draw_map(w, x, y, colour, Marks(values=False), frame)
 
@@ -177,6 +188,8 @@ def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
     lo, hi = sel.window or (0, n)
     # A window of positions lo..hi-1 on both axes (clipped to each side's length).
     qs, ks = slice(lo, min(hi, len(trace.tokens))), slice(lo, min(hi, len(trace.key_tokens)))
+    if trace.meta.get("grouped"):  # words: their weights and moved add up, scores do not
+        return [grouped_detail(trace, sel, (qs, ks), mode)]
     # Only the window is computed (a lean trace recomputes just that block).
     scores, logits = lt.block("scores", head, qs, ks), lt.block("logits", head, qs, ks)
     bound_scores = bound_logits = None
@@ -202,7 +215,7 @@ def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
         # the query row and key column "open in Head detail" came from
         marks = Marks(row=mark[0] - lo, col=mark[1] - lo)
     note = tr("long.colour_only", most=PICTURE_SIDE)
-    weights = lt.block("weights", head, qs, ks)  # [q, k] window
+    weights = lt.block(sel.field, head, qs, ks)  # [q, k] window
     logit_title = tr("w.logits") + f" · × {lt.scale:.4g}"
     unlabelled = Axis(**{**y.__dict__, "labels": long})  # the left map's labels serve all three
     return [
@@ -210,9 +223,22 @@ def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
                  Frame(tr("w.scores"), side_h, note)),
         draw_map(logits, x, unlabelled, Colour.diverging("logit", bound_logits), marks,
                  Frame(logit_title, side_h, note)),
-        draw_map(weights, x, unlabelled, weights_colour(weights, "fixed" if shared else mode, tr),
-                 marks, Frame(tr("w.weights"), big if long else side_h)),
+        draw_map(weights, x, unlabelled,
+                 weights_colour(weights, "fixed" if shared else mode, tr, field=sel.field),
+                 marks, Frame(tr(f"w.{sel.field}"), big if long else side_h)),
     ]  # fmt: skip
+
+
+def grouped_detail(trace: Trace, sel: Selection, window: tuple[slice, slice], mode: str):
+    """Head detail of a trace grouped into words: the weights (or moved) of the window alone; a
+    word's scores and logits are no sums of its pieces', so there are none."""
+    tr, (qs, ks) = sel.tr, window
+    matrix = trace.layers[sel.layer].block(sel.field, sel.head, qs, ks)  # [q, k] window
+    x = Axis(trace.key_tokens[ks], tr("w.key"), ks.start, ticks=None, picture_ticks=12)
+    y = Axis(trace.tokens[qs], tr("w.query"), qs.start, ticks=None, picture_ticks=12)
+    colour = weights_colour(matrix, "fixed" if sel.shared else mode, tr, field=sel.field)
+    height = min(900, max(560, 2 * (qs.stop - qs.start) + 160))
+    return draw_map(matrix, x, y, colour, Marks(), Frame(tr(f"w.{sel.field}"), height))
 
 
 def lines_figures(trace: Trace, sel: Selection) -> go.Figure:
@@ -223,7 +249,7 @@ def lines_figures(trace: Trace, sel: Selection) -> go.Figure:
     pick = LinesPick((sel.head,), default_threshold(n))
     title = tr("lv.lines_title_rows" if rows else "lv.lines_title", l=sel.layer)
     look = LinesLook(rows, 1100 if rows else None, tr("w.query"), tr("w.key"), tr("ex.head"), title)
-    return layer_lines(trace, sel.layer, pick, look)
+    return layer_lines(trace, sel.layer, pick, look, sel.field)
 
 
 def rollout_figures(trace: Trace, sel: Selection, residual: bool = True) -> list[go.Figure]:
@@ -299,7 +325,7 @@ def link_figure(trace: Trace, sel: Selection) -> go.Figure:
     """The weight from one query token to one key token in every head (Link two tokens)."""
     tr, query, key = sel.tr, sel.query, sel.key
     grid = torch.stack([
-        torch.stack([lt.block("weights", h, [query], [key])[0, 0] for h in range(lt.n_heads)])
+        torch.stack([lt.block(sel.field, h, [query], [key])[0, 0] for h in range(lt.n_heads)])
         for lt in trace.layers
     ])  # [layer, head]  # fmt: skip
     top = float(grid.max())
@@ -308,10 +334,11 @@ def link_figure(trace: Trace, sel: Selection) -> go.Figure:
         Axis([f"H{h}" for h in range(grid.shape[1])], tr("ex.head")),
         Axis([f"L{la}" for la in range(grid.shape[0])], tr("pg.layer")),
         # a long input's weights are ~1/n: two decimals would print 0.00 in every cell
-        Colour(zmin=0.0, zmax=max(top, 1e-6), value=tr("w.weights"),
+        Colour(zmin=0.0, zmax=max(top, 1e-6), value=tr(f"w.{sel.field}"),
                digits=".2f" if top >= 0.05 else ".2g"),
         Marks(numbers=True),
-        Frame(tr("ex.link_title", q=trace.tokens[query], k=trace.key_tokens[key]),
+        Frame(tr("ex.link_title" + ("_moved" if sel.field == "moved" else ""),
+                 q=trace.tokens[query], k=trace.key_tokens[key]),
               90 + 34 * grid.shape[0]),
     )  # fmt: skip
     fig.update_xaxes(tickangle=0)

@@ -10,6 +10,8 @@ from attnviz.engine.trace import Trace
 from attnviz.i18n import translate
 
 Tr = Callable[..., str]
+FIELDS = ("weights", "moved")  # what a map of a head shows (moved: attnviz.engine.writes)
+UNITS = ("pieces", "word", "char")  # the tokens a view is over (attnviz.engine.words)
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,9 @@ class Selection:
     shared: bool = False  # one colour range for every head (the "shared scale" toggles)
     scale: str | None = None  # weights' colour scale: fixed, max, power, log (None: the view's)
     lang: str = "en"  # the language of titles and labels
+    field: str = "weights"  # what the maps show: "weights", or "moved" (value-weighted)
+    token: str | None = None  # the token whose logit the heads push (None: the top next one)
+    unit: str = "pieces"  # the tokens: "pieces", or grouped into "word" or "char" (show only)
 
     @property
     def tr(self) -> Tr:
@@ -45,6 +50,12 @@ class Selection:
         ):
             if value is not None and not 0 <= value < hi:
                 raise ValueError(f"{name}={value} is outside the trace: pick 0..{hi - 1}")
+        for name, value, allowed in (
+            ("field", self.field, FIELDS),
+            ("unit", self.unit, UNITS),
+        ):
+            if value not in allowed:
+                raise ValueError(f"{name}={value!r} must be one of {', '.join(allowed)}")
         return self
 
     @classmethod
