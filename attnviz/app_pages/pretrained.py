@@ -9,6 +9,7 @@ from attnviz.serve.public import allowed_models, public
 from attnviz.ui import explorer, markup, models, pretrained, url
 from attnviz.ui import whatif as whatif_panel
 from attnviz.ui.explorer.pickers import followed_head
+from attnviz.views import registry
 
 t = ui.t
 st.title(t("bert.title"))
@@ -120,6 +121,6 @@ else:
 if model.kind != "encoder":
     pretrained.next_tokens(model, full_trace, full_base if changed else None)
 
-explorer.explorer(trace, default_view="overview", follow=follow)
+explorer.explorer(trace, "overview", registry.NAMES, follow=follow, words=True)
 
 ui.lesson_nav("pretrained")

@@ -16,7 +16,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from attnviz.engine.request import TraceRequest
 from attnviz.engine.trace import Trace
-from attnviz.serve import collector, tracing
+from attnviz.serve import collector, memos, tracing
 from attnviz.serve.bytecache import ByteCache
 from attnviz.serve.settings import serving
 
@@ -58,13 +58,14 @@ class TraceRef:
         self._ref = weakref.ref(trace)
         self._request = trace.request
         self._part = trace.meta.get("part", "encoder")
+        self._unit = trace.meta.get("grouped")  # a trace of words: grouped again from pieces
         self._held = trace if self._request is None else None
 
     def get(self) -> Trace:
         trace = self._ref()
         if trace is not None:
             return trace
-        return cached_trace(self._request).part(self._part)
+        return memos.grouped(cached_trace(self._request).part(self._part), self._unit)
 
 
 def trace_fragment(view: Callable[..., None]) -> Callable[..., None]:

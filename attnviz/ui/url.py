@@ -133,6 +133,14 @@ TABLE = (
     Key("lines_pair", EXPLORER, "choice", "all", "value", ("all", "ab", "ba", "aa", "bb")),
     Key("ro_res", EXPLORER, "bool", True, doc="rollout with the residual connection"),
     Key("ro_scale", EXPLORER, "choice", default_scale, "value", SCALES),
+    # what a head writes (issue 33)
+    Key("field", EXPLORER, "choice", "weights", "value", ("weights", "moved"),
+        doc="the maps: softmax weights, or moved (each weight × ||W_O v|| of its key)"),
+    Key("unit", ("pretrained",), "choice", "pieces", "value", ("pieces", "word", "char"),
+        doc="the views' tokens: the model's pieces, words, or whole characters"),
+    Key("dla_token", ("pretrained",), "text", "", "value",
+        doc="the logits view's token (default: the model's top next token)"),
+    Key("cmp", ("pretrained",), "text", "", doc="the compare view's second text"),
     # classroom pages
     Key("st_own", ("step_by_step",), "bool", False, doc="the sidebar's sentence, not 我爱水课"),
     Key("st_dk", ("step_by_step",), "choice", 4, options=(2, 4, 8, 16)),

@@ -2,9 +2,10 @@
 
 The views are attnviz.views.registry's; here each gets its drawer, the widgets around its figures,
 one module a view: heads (all heads of a layer), overview, detail (Head detail), lines, rollout,
-numbers (One query, Outputs, head statistics), link (Link two tokens); pickers holds the pickers
-and the one place that moves the layer and head; export the downloads under every view. Each view
-that has pickers is a fragment: picking a head reruns only that part of the page.
+numbers (One query, Outputs, head statistics), link (Link two tokens), writes (each head's push
+on a token's logit, the logit lens), compare (two texts); pickers holds the pickers and the one
+place that moves the layer and head; export the downloads under every view. Most views that have
+pickers are fragments: picking a head reruns only that part of the page.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.engine.trace import Trace
+from attnviz.serve import memos
+from attnviz.ui.explorer.compare import compare_view
 from attnviz.ui.explorer.detail import detail
 from attnviz.ui.explorer.export import export_json
 from attnviz.ui.explorer.heads import heads_view
@@ -19,8 +22,10 @@ from attnviz.ui.explorer.lines import lines_view
 from attnviz.ui.explorer.link import link
 from attnviz.ui.explorer.numbers import one_query, outputs, stats
 from attnviz.ui.explorer.overview import overview
-from attnviz.ui.explorer.pickers import VIEWS, forget_layer_and_head, pick_view
+from attnviz.ui.explorer.pickers import VIEWS, forget_layer_and_head, pick_unit, pick_view
 from attnviz.ui.explorer.rollout import rollout_view
+from attnviz.ui.explorer.writes import lens_view, logits_view
+from attnviz.ui.language import t
 from attnviz.views import registry
 
 DRAW = {
@@ -33,7 +38,13 @@ DRAW = {
     "link": link,
     "outputs": outputs,
     "stats": stats,
+    "logits": logits_view,
+    "lens": lens_view,
+    "compare": compare_view,
 }
+# The views of a trace alone (the Playground's): not those that need a model's head or a second
+# text (the Pretrained page passes every view).
+OF_TRACE = tuple(v.name for v in registry.VIEWS if v.needs is None)
 if set(DRAW) != set(registry.NAMES):  # a view added to the registry needs its drawer here
     raise RuntimeError(
         f"views without a drawer or drawers without a view: {set(DRAW) ^ set(registry.NAMES)}"
@@ -43,20 +54,33 @@ if set(DRAW) != set(registry.NAMES):  # a view added to the registry needs its d
 def explorer(
     trace: Trace,
     default_view: str = "overview",
-    views: tuple[str, ...] = VIEWS,
+    views: tuple[str, ...] = OF_TRACE,
     follow: tuple[int, int] | None = None,
+    words: bool = False,
 ) -> str:
     """The view picker and the chosen view. Returns the view shown.
 
     `follow`: the (layer, head) a panel above drew for; picking another head reruns the page.
+    `words`: the "pieces | words" picker too, every view then drawn over the trace grouped so.
     """
     st.session_state["_follow_head"] = follow
+    pieces = trace
+    if words:
+        trace = memos.grouped(trace, pick_unit(trace))
     view = pick_view(default_view, views)
     # A view without a layer or head picker leaves the old choice in the state but not in the
     # URL: forget it, so the page (and the what-if panel above, which follows it) is what the
     # link reopens.
     if forget_layer_and_head(view) and follow is not None:
         st.rerun(scope="app")
+    if trace is not pieces and not registry.BY_NAME[view].words:
+        st.caption(t("ex.unit_pieces_only"))
+        trace = pieces
     DRAW[view](trace)
-    export_json(trace)
+    if trace is not pieces:
+        st.caption(t("ex.unit_export"))  # a trace of words has no q, k or v to export
+    export_json(pieces)
     return view
+
+
+__all__ = ["DRAW", "OF_TRACE", "VIEWS", "explorer"]

@@ -9,7 +9,13 @@ from attnviz.engine.trace import Trace
 from attnviz.serve.memos import per_trace
 from attnviz.ui import markup, url
 from attnviz.ui.caching import trace_fragment
-from attnviz.ui.explorer.pickers import layer_and_head, pick_scale, pick_window, selection
+from attnviz.ui.explorer.pickers import (
+    layer_and_head,
+    pick_field,
+    pick_scale,
+    pick_window,
+    selection,
+)
 from attnviz.ui.language import t
 from attnviz.ui.widgets import chart
 from attnviz.views import frames, panels, spec
@@ -34,9 +40,11 @@ def head_maps(
     shared: bool,
     mark: tuple[int, int] | None = None,
     mode: str | None = None,
+    field: str = "weights",
 ) -> None:
-    """The three maps of one head and its CSV. `mode`: the colour scale picked above (the
-    overview's); None draws its own picker."""
+    """The three maps of one head (its weights or moved the third; a trace of words has that
+    one alone) and its CSV. `mode`: the colour scale picked above (the overview's); None draws
+    its own picker."""
     n = max(len(trace.tokens), len(trace.key_tokens))
     c1, c2 = st.columns(2)
     if mode is None:
@@ -44,12 +52,18 @@ def head_maps(
             mode = pick_scale(n, short="max")
     with c2:
         lo, hi = pick_window(n)
-    sel = selection(layer=layer, head=head, shared=shared, scale=mode, window=(lo, hi), mark=mark)
+    sel = selection(
+        layer=layer, head=head, shared=shared, scale=mode, window=(lo, hi), mark=mark, field=field
+    )
 
     def build() -> list:
         return panels.detail_figures(trace, sel)
 
     stacked = panels.detail_stacked((lo, hi))
+    if trace.meta.get("grouped"):  # words: their weights or moved only (no scores)
+        chart(build()[0], key="detail_weights", name=f"{field}_L{layer}_H{head}")
+        _csv(trace, layer, head, (lo, hi), field)
+        return
     if not stacked:
         # Kept per trace as ready JSON: everyone who opens the page sees the same head, and
         # Head detail shows the head the overview just drew. A few per trace (~50 KB each).
@@ -71,14 +85,19 @@ def head_maps(
         (weights_col, weights, "weights"),
     ):
         with col:
-            chart(fig, key=f"detail_{name}", name=f"{name}_L{layer}_H{head}")
+            shown = field if name == "weights" else name
+            chart(fig, key=f"detail_{name}", name=f"{shown}_L{layer}_H{head}")
+    _csv(trace, layer, head, (lo, hi), field)
+
+
+def _csv(trace: Trace, layer: int, head: int, window: tuple[int, int], field: str) -> None:
     # A callable: the CSV is built only when someone downloads it, not on every rerun. Streamlit
     # keeps the callable with the session, so it holds one head's weights, not the whole trace.
-    w, rows, cols = frames.head_weights(trace, layer, head, (lo, hi))
+    w, rows, cols = frames.head_weights(trace, layer, head, window, field)
     st.download_button(
         t("ex.csv_matrix"),
-        lambda: frames.matrix_frame(w, rows, cols).to_csv(),
-        file_name=f"weights_L{layer}_H{head}.csv",
+        lambda: frames.matrix_frame(w, rows, cols, field).to_csv(),
+        file_name=f"{field}_L{layer}_H{head}.csv",
         mime="text/csv",
         on_click="ignore",
         key="csv_matrix",
@@ -88,6 +107,7 @@ def head_maps(
 @trace_fragment
 def detail(trace: Trace) -> None:
     """Raw scores, the logits softmax sees, and the weights of one head, side by side."""
+    field = pick_field(trace)
     layer, head, shared = layer_and_head(
         trace,
         lambda: st.toggle(
@@ -101,4 +121,4 @@ def detail(trace: Trace) -> None:
         q_tok, k_tok = trace.tokens[mark[0]], trace.key_tokens[mark[1]]
         st.caption(t("ex.marked", q=markup.escape(q_tok), k=markup.escape(k_tok)))
         url.write("mark", f"{mark[0]},{mark[1]}")
-    head_maps(trace, layer, head, shared, mark)
+    head_maps(trace, layer, head, shared, mark, field=field)

@@ -8,7 +8,7 @@ import torch
 from attnviz.engine import stats
 from attnviz.engine.trace import Trace
 from attnviz.serve.memos import per_trace
-from attnviz.ui.explorer.pickers import pick_focus, pick_layer, pick_scale, selection
+from attnviz.ui.explorer.pickers import pick_field, pick_focus, pick_layer, pick_scale, selection
 from attnviz.ui.language import t
 from attnviz.ui.widgets import chart, grid
 from attnviz.views import charts, panels
@@ -31,14 +31,15 @@ def saturation(trace: Trace, layer: int) -> None:
 def heads_view(trace: Trace) -> None:
     """The layer picker, the dials, and one softmax-weights heatmap per head of that layer."""
     layer = pick_layer(trace)
+    field = pick_field(trace)
     saturation(trace, layer)
     c1, c2 = st.columns(2)
     with c1:
         mode = pick_scale(max(len(trace.tokens), len(trace.key_tokens)))
     with c2:
         focus = pick_focus(trace)
-    figs = panels.heads_figures(trace, selection(layer=layer, scale=mode, focus=focus))
+    figs = panels.heads_figures(trace, selection(layer=layer, scale=mode, focus=focus, field=field))
     cells = grid(len(figs), panels.heads_per_row(trace, layer))
     for h, fig in enumerate(figs):
         with cells[h]:
-            chart(fig, key=f"head_{h}", name=f"weights_L{layer}_H{h}")
+            chart(fig, key=f"head_{h}", name=f"{field}_L{layer}_H{h}")

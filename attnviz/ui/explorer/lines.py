@@ -7,7 +7,7 @@ import streamlit as st
 from attnviz.engine.trace import Trace
 from attnviz.ui import url
 from attnviz.ui.caching import trace_fragment
-from attnviz.ui.explorer.pickers import pick_layer, pick_window
+from attnviz.ui.explorer.pickers import pick_field, pick_layer, pick_window
 from attnviz.ui.language import t
 from attnviz.ui.widgets import chart
 from attnviz.views.lines import LinesLook, LinesPick, is_cjk, layer_lines
@@ -65,6 +65,7 @@ def lines_view(trace: Trace, head_default: int = 0) -> None:
     """Query tokens on the left, keys on the right (or two rows), a line per pair above w."""
     n_q, n_k = len(trace.tokens), len(trace.key_tokens)
     n = max(n_q, n_k)
+    field = pick_field(trace)
     c1, c2, c3 = st.columns([1, 2, 1])
     with c1:
         layer = pick_layer(trace)
@@ -122,9 +123,12 @@ def lines_view(trace: Trace, head_default: int = 0) -> None:
         rows, 1100 if rows else None, t("w.query"), t("w.key"), t("ex.head"),
         t("lv.lines_title_rows" if rows else "lv.lines_title", l=layer),
     )  # fmt: skip
-    fig = layer_lines(trace, layer, pick, look)
+    fig = layer_lines(trace, layer, pick, look, field)
     chart(fig, key="lines_chart", on_select=_clicked, selection_mode="points")
     st.caption(t("lv.lines_help", lines=fig.layout.meta["lines"], w=threshold))
+    if field == "moved":  # the browser's lines below redraw the weights: not for moved
+        st.caption(t("lv.moved_help"))
+        return
     from attnviz.ui.hover import hover_lines  # the same lines in attnviz's own JS: hover isolates
 
     hover_lines(trace, layer, heads, threshold)

@@ -10,7 +10,7 @@ from attnviz.engine.links import default_link
 from attnviz.engine.stats import heads_linking
 from attnviz.engine.trace import Trace
 from attnviz.ui import url
-from attnviz.ui.explorer.pickers import open_head, pick_query, selection
+from attnviz.ui.explorer.pickers import open_head, pick_field, pick_query, selection
 from attnviz.ui.language import localized, t
 from attnviz.ui.widgets import chart, table
 from attnviz.views import panels
@@ -21,6 +21,7 @@ def link(trace: Trace) -> None:
     keys = trace.key_tokens
     # Open on a real word pair ("it" → "animal"), not [CLS] → [CLS]; a URL's choice still wins.
     first_query, first_key = default_link(trace)
+    field = pick_field(trace)
     url.seed("query", list(range(len(trace.tokens))), first_query)
     c1, c2 = st.columns(2)
     with c1:
@@ -38,15 +39,16 @@ def link(trace: Trace) -> None:
             key="link_key",
         )  # fmt: skip
         url.sync("link_key", first_key)
-    fig = panels.link_figure(trace, selection(query=query, key=key))
+    fig = panels.link_figure(trace, selection(query=query, key=key, field=field))
     n_heads = trace.n_layers * trace.n_heads
     chart(fig, key="link_grid", name=f"link_query{query}_key{key}")
-    top = heads_linking(trace, query, key, top=min(10, n_heads))
+    top = heads_linking(trace, query, key, top=min(10, n_heads), field=field)
     uniform = 1 / len(keys)
-    st.caption(t("ex.link_help", u=uniform))
+    st.caption(t("ex.link_help" if field == "weights" else "ex.link_help_moved", u=uniform))
     table(
         localized(pd.DataFrame(
             [{"layer": la, "head": h, "weight": round(w, 4), "× uniform": round(w / uniform, 1)}
+             if field == "weights" else {"layer": la, "head": h, "moved": round(w, 4)}
              for la, h, w in top]
         )),
         hide_index=True,

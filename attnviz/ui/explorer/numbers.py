@@ -8,7 +8,13 @@ import streamlit as st
 from attnviz.engine.trace import Trace
 from attnviz.serve.memos import per_trace
 from attnviz.ui.caching import trace_fragment
-from attnviz.ui.explorer.pickers import layer_and_head, passing, pick_query, selection
+from attnviz.ui.explorer.pickers import (
+    layer_and_head,
+    passing,
+    pick_field,
+    pick_query,
+    selection,
+)
 from attnviz.ui.language import localized, t
 from attnviz.ui.widgets import chart, table
 from attnviz.views import frames, panels
@@ -54,10 +60,15 @@ def outputs(trace: Trace) -> None:
 
 def stats(trace: Trace) -> None:
     """A sortable table of every head, with CSV download."""
+    field = pick_field(trace)
     # Once per trace: a long input's statistics recompute every head's weights, band by band.
-    with passing(trace):
-        heads = per_trace(trace, ("head stats",), lambda: frames.head_stats_frame(trace))
-    st.caption(t("ex.stats_help"))
+    with passing(trace, field):
+        heads = per_trace(
+            trace, ("head stats", field), lambda: frames.head_stats_frame(trace, field)
+        )
+    st.caption(t("ex.stats_help") + (" " + t("ex.stats_moved") if field == "moved" else ""))
+    if "moved_special" in heads:
+        st.caption(t("ex.stats_kobayashi"))
     shown = localized(heads)
     table(
         shown,
@@ -69,7 +80,7 @@ def stats(trace: Trace) -> None:
     st.download_button(
         t("ex.csv_stats"),
         lambda: heads.to_csv(index=False),
-        file_name="head_stats.csv",
+        file_name="head_stats.csv" if field == "weights" else "head_stats_moved.csv",
         mime="text/csv",
         on_click="ignore",
         key="csv_stats",

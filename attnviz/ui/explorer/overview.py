@@ -13,6 +13,7 @@ from attnviz.ui.explorer.pickers import (
     layer_and_head,
     open_head,
     passing,
+    pick_field,
     pick_focus,
     pick_scale,
     selection,
@@ -37,6 +38,7 @@ def overview(trace: Trace) -> None:
         t("ex.shared_scale"), value=url.default("mosaic_shared"), help=t("ex.shared_help"),
         **url.bound("mosaic_shared"),
     )  # fmt: skip
+    field = pick_field(trace)
     layer, head, focus = layer_and_head(trace, lambda: pick_focus(trace))
     n = max(len(trace.tokens), len(trace.key_tokens))
     # The colour scale of the mosaic and of the chosen head below it, picked here and not below
@@ -47,7 +49,7 @@ def overview(trace: Trace) -> None:
     # the image (Streamlit sends a reference to a message it already holds, not the image again).
     # Projector mode's page is narrower: a mosaic sized for a 1920 screen left an empty band.
     width = panels.MOSAIC_WIDTH_PROJECTOR if projector.on() else panels.MOSAIC_WIDTH
-    sel = selection(shared=shared, focus=focus, scale=mode)  # no head: the image stays the same
+    sel = selection(shared=shared, focus=focus, scale=mode, field=field)  # no head: the same image
     with passing(trace):
         fig = per_trace(
             trace,
@@ -69,11 +71,13 @@ def overview(trace: Trace) -> None:
     if gamma != 1.0:
         st.caption(t("lv.mosaic_gamma", gamma=gamma))
     if not panels.overview_head_is_picture(trace):
-        head_maps(trace, layer, head, shared=False, mode=mode)
+        head_maps(trace, layer, head, shared=False, mode=mode, field=field)
         return
     # Long input: the chosen head as an image, not three maps of n x n numbers (at 512 tokens
     # ~3.3 MB on every head change; this is tens of KB). Head detail has the numbers.
-    fig = panels.head_image_figure(trace, selection(layer=layer, head=head, scale=mode))
+    fig = panels.head_image_figure(
+        trace, selection(layer=layer, head=head, scale=mode, field=field)
+    )
     chart(fig, key="overview_head", name=f"weights_L{layer}_H{head}")
     st.caption(t("ex.overview_head_help", k=maps.positions_per_pixel(n)))
     st.button(

@@ -10,6 +10,7 @@ from typing import TypeVar
 import streamlit as st
 
 from attnviz.engine.trace import Trace
+from attnviz.engine.writes import has_moved
 from attnviz.serve import bandpool
 from attnviz.ui import url
 from attnviz.ui.language import lang, t
@@ -17,7 +18,7 @@ from attnviz.ui.widgets import numbered
 from attnviz.views import registry
 from attnviz.views.colour import SCALES
 from attnviz.views.panels import default_scale, needs_window
-from attnviz.views.selection import Selection
+from attnviz.views.selection import FIELDS, UNITS, Selection
 
 VIEWS = url.VIEWS
 T = TypeVar("T")
@@ -180,19 +181,60 @@ def pick_focus(trace: Trace, key: str = "focus") -> int | None:
     return focus
 
 
+def pick_field(trace: Trace) -> str:
+    """ "weights | moved": what the view's maps show (moved: each weight times the size of what
+    its key sends, attnviz.engine.writes), kept in the URL. A trace without the per-key norms
+    (attention weights alone) has weights only."""
+    if not has_moved(trace):
+        return "weights"
+    url.seed("field", list(FIELDS), url.default("field"))
+    field = st.segmented_control(
+        t("ex.field"), FIELDS, format_func=lambda f: t(f"ex.field.{f}"), key="field",
+        help=t("ex.field_help"),
+    )  # fmt: skip
+    url.sync("field", url.default("field"))
+    return field or url.default("field")
+
+
+def units(trace: Trace) -> list[str]:
+    """The units this trace's views may be over: pieces, words, and whole characters where a
+    character can be split into pieces (byte-level BPE, SentencePiece's byte fallback)."""
+    from attnviz.engine.pieces import scheme
+
+    special = {p for ps in trace.special.values() for p in ps}
+    split = scheme(trace.tokens, special, trace.source) in ("bytes", "metaspace")
+    return [u for u in UNITS if u != "char" or split]
+
+
+def pick_unit(trace: Trace) -> str:
+    """ "pieces | words | characters": the tokens every view is over (a trace grouped into words:
+    attnviz.engine.words), kept in the URL."""
+    options = units(trace)
+    url.seed("unit", options, url.default("unit"))
+    if st.session_state.get("unit") not in options:
+        st.session_state["unit"] = url.default("unit")
+    unit = st.segmented_control(
+        t("ex.unit"), options, format_func=lambda u: t(f"ex.unit.{u}"), key="unit",
+        help=t("ex.unit_help"),
+    )  # fmt: skip
+    url.sync("unit", url.default("unit"))
+    return unit or url.default("unit")
+
+
 def selection(**picked: object) -> Selection:
     """A Selection of what the pickers chose, in the page's language."""
     return Selection(lang=lang(), **picked)  # type: ignore[arg-type]
 
 
 @contextlib.contextmanager
-def passing(trace: Trace):
+def passing(trace: Trace, field: str = "weights"):
     """Around a view that reads every head of a long input band by band (the overview, the
-    statistics): the server makes that pass now, a layer per core (attnviz.serve.bandpool), with
-    a spinner after 0.5 s (a pass already made shows nothing). Nothing for a short input."""
-    if bandpool.pending(trace):
+    statistics; with field "moved", the statistics of moved too): the server makes that pass
+    now, a layer per core (attnviz.serve.bandpool), with a spinner after 0.5 s (a pass already
+    made shows nothing). Nothing for a short input."""
+    if bandpool.pending(trace, field):
         n, heads = len(trace.tokens), trace.n_heads
         with st.spinner(t("long.summarizing", layers=trace.n_layers, heads=heads, n=n),
                         show_time=True):  # fmt: skip
-            bandpool.fill(trace)
+            bandpool.fill(trace, field)
     yield

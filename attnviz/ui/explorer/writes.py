@@ -1,0 +1,154 @@
+"""What the heads write, in the explorer: each head's push on one token's logit (direct logit
+attribution) and the logit lens.
+
+Both need the loaded model, which the other views never do. A view gets only its trace, and the
+trace names its model already: its TraceRequest holds the model's key, and the server keeps every
+loaded model by that key (attnviz.serve.tracing.model_for, weakly: the model cache decides how
+long it lives). So the view asks the trace, not the page: no second argument threaded through
+every drawer, no way to pair a trace with another model, and a rerun of the view alone finds the
+model as a fresh run does. The whole run (its parts, its pieces: the final state reads them all)
+is the request's trace in the cache.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from attnviz.engine.config import StackConfig
+from attnviz.engine.trace import Trace
+from attnviz.serve import tracing
+from attnviz.serve.memos import per_trace
+from attnviz.ui import markup, url
+from attnviz.ui.caching import cached_trace
+from attnviz.ui.explorer.pickers import open_head, selection
+from attnviz.ui.language import localized, t
+from attnviz.ui.widgets import chart, table
+from attnviz.views import writes
+
+TOP = 10  # next tokens offered by the token picker
+
+
+def model_and_run(trace: Trace):
+    """(the loaded model, the whole traced run) for a view that reads the model's head, or None
+    after saying why there is none (the toy stack, a model no longer loaded, an encoder)."""
+    request = trace.request
+    if request is None or isinstance(request.model, StackConfig):
+        st.info(t("wr.no_model"))
+        return None
+    try:
+        model = tracing.model_for(request)
+    except LookupError:
+        st.info(t("wr.model_gone"))
+        return None
+    if model.kind == "encoder":
+        st.info(t("wr.encoder", name=markup.code(model.name)))
+        return None
+    return model, cached_trace(request, model)
+
+
+def _top_tokens(model, full: Trace) -> list[tuple[str, float]]:
+    """The model's TOP most likely next tokens after the input, as (text, p)."""
+    import torch
+
+    dec = full.part("decoder") if full.parts else full
+    if dec.next_logits is None:
+        return []
+    probs = torch.softmax(dec.next_logits.float(), -1)
+    top = probs.topk(min(TOP, probs.numel()))
+    return [
+        (model.tokenizer.decode([int(i)]), float(p))
+        for p, i in zip(top.values, top.indices, strict=True)
+    ]
+
+
+def pick_token(model, full: Trace) -> str:
+    """The token whose logit the heads push: the model's top next one (""), one of the next ten,
+    or any token typed in; by its text in the URL."""
+    tops = _top_tokens(model, full)
+    p = dict(tops)
+    options = ["", *(tok for tok, _ in tops if tok)]
+    kept = st.session_state.get("dla_token", url.read("dla_token"))
+    if isinstance(kept, str) and kept not in options:
+        options.append(kept)  # a typed token, or one a link names
+    url.seed("dla_token", options, url.default("dla_token"))
+    first = tops[0][0] if tops else ""
+
+    def label(tok: str) -> str:
+        if not tok:
+            return t("wr.top_token", token=repr(first), p=p.get(first, 0.0))
+        return f"{tok!r}  {p[tok]:.3f}" if tok in p else repr(tok)
+
+    token = st.selectbox(
+        t("wr.token"), options, format_func=label, key="dla_token", accept_new_options=True,
+        help=t("wr.token_help"),
+    )  # fmt: skip
+    url.sync("dla_token", url.default("dla_token"))
+    return token or ""
+
+
+def _clicked(key: str) -> None:
+    # a click on a head of the grid opens it in Head detail (before the rerun that draws it)
+    found = writes.picked(st.session_state.get(key))
+    if found is not None:
+        open_head(*found, view="detail")
+        if key.endswith("_cross"):
+            st.session_state["part"] = "cross"
+
+
+def logits_view(trace: Trace) -> None:
+    """Direct logit attribution: each head's push on a token's logit, the rest beside it."""
+    got = model_and_run(trace)
+    if got is None:
+        return
+    model, full = got
+    token = pick_token(model, full)
+    sel = selection(token=token or None)
+    try:
+        found = per_trace(
+            full, ("head logits", token), lambda: writes.head_logits_table(model, full, sel), keep=4
+        )
+    except (ValueError, TypeError) as err:  # a token the model cannot name in one piece
+        st.warning(markup.escape(err))
+        return
+    figs = writes.logits_from_table(found, sel, writes.silenced_heads(full))
+    parts = writes.head_parts(found)
+    for fig, part in zip(figs, parts, strict=False):
+        key = "dla_grid" + ("_cross" if part == "cross" else "")
+        chart(fig, key=key, name=f"head_logits_{part or 'decoder'}",
+              on_select=lambda k=key: _clicked(k), selection_mode="points")  # fmt: skip
+    st.caption(t("wr.dla_help"))
+    heads = found[found["kind"] == "head"].copy()
+    heads = heads.reindex(heads["logit"].abs().sort_values(ascending=False).index).head(TOP)
+    cols = ["part", "layer", "head", "logit", *(c for c in found if c[:3] in ("pro", "sup"))]
+    st.markdown(t("wr.top_heads"))
+    table(localized(heads[cols].drop(columns=["part"] if len(parts) < 2 else [])),
+          hide_index=True, key="dla_heads")  # fmt: skip
+    chart(figs[-1], key="dla_rest", name="head_logits_rest")
+    st.caption(t("wr.rest_help"))
+    _csv(found, "head_logits.csv", "csv_head_logits")
+
+
+def lens_view(trace: Trace) -> None:
+    """The logit lens: the last token's residual stream read out after every layer."""
+    got = model_and_run(trace)
+    if got is None:
+        return
+    model, full = got
+    try:
+        found = per_trace(full, ("logit lens",), lambda: writes.lens_table(model, full))
+    except (ValueError, TypeError) as err:
+        st.warning(markup.escape(err))
+        return
+    grid, line = writes.lens_from_table(found, selection())
+    chart(grid, key="lens_grid", name="logit_lens")
+    st.caption(t("wr.lens_help"))
+    chart(line, key="lens_final", name="logit_lens_final")
+    _csv(found, "logit_lens.csv", "csv_logit_lens")
+
+
+def _csv(found: pd.DataFrame, name: str, key: str) -> None:
+    st.download_button(
+        t("ex.csv_stats"), lambda: found.to_csv(index=False), file_name=name, mime="text/csv",
+        on_click="ignore", key=key,
+    )  # fmt: skip
