@@ -12,6 +12,16 @@ into the page's "Long document" box while the view is "One query" (cheap), then:
   view -> Head detail    numbers of a 512-wide window (positions 0-511)
   window -> middle       a 512-wide window in the middle of the document
   view -> Head statistics  every head's statistics (the same pass: done by now)
+  (issue 33, what a head writes)
+  show -> moved          the statistics of moved and the Kobayashi shares
+  view -> Overview (moved)  the mosaic of moved (pooled in the same pass as the weights)
+  tokens -> words        every view over words: the overview of the words' pooled maps
+  tokens -> pieces, view -> Head logits  each head's push on the top next token (the model
+                         run again at 4,096 tokens, read at the last one)
+  view -> Logit lens     the residual stream after each layer (the same run, kept)
+  view -> Compare, compare with a second document  its trace and every head's change (no
+                         target: a trace, as a paste)
+  show -> weights (Compare)  the same comparison of weights instead of moved
   paste another on the Overview  a second document pasted while the overview is open (the
                          trace and the pass in one rerun: no target, as for the first paste)
 The pass over bands starts in the background as soon as the server has made a long trace
@@ -47,7 +57,31 @@ def document(n_tokens: int, shift: int) -> str:
     return " ".join(WORDS[(i + shift) % len(WORDS)] for i in range(n_tokens - 2))
 
 
-async def one_document(url: str, folder: str, n_tokens: int, shift: int) -> list[tuple]:
+async def write_steps(s, step, n_tokens: int, shift: int) -> None:
+    """Issue 33's views at this length (the page is on Head statistics, weights shown)."""
+    s.set("field", string_array_value=["moved"])
+    await step("show -> moved (Head statistics)", "csv_stats")
+    s.set("view", string_array_value=["Overview"])
+    await step("view -> Overview (moved)", "mosaic")
+    s.set("unit", string_array_value=["words"])
+    await step("tokens -> words (Overview, moved)", "mosaic")
+    s.set("unit", string_array_value=["pieces"])
+    await s.rerun()
+    s.set("view", string_array_value=["Head logits"])
+    await step("view -> Head logits", "dla_grid")
+    s.set("view", string_array_value=["Logit lens"])
+    await step("view -> Logit lens", "lens_grid")
+    s.set("view", string_array_value=["Compare"])
+    await s.rerun()
+    s.set("cmp", string_value=document(n_tokens, shift + len(WORDS) // 3))
+    await step("compare with (trace + compare)", "cmp_grid")
+    s.set("field", string_array_value=["weights"])
+    await step("show -> weights (Compare)", "cmp_grid")
+
+
+async def one_document(
+    url: str, folder: str, n_tokens: int, shift: int, writes: bool = True
+) -> list[tuple]:
     """The steps above for one new document: (name, seconds, bytes, drew, error) each."""
     out = []
     async with Session(url, page="pretrained", query=f"model={folder}", timeout=300) as s:
@@ -76,6 +110,8 @@ async def one_document(url: str, folder: str, n_tokens: int, shift: int) -> list
         await step("window -> 512 in the middle", "detail_weights", fragment)
         s.set("view", string_array_value=["Head statistics"])
         await step("view -> Head statistics", "csv_stats")
+        if writes:
+            await write_steps(s, step, n_tokens, shift)
         # A user who pastes while the overview is open waits for the trace and the pass at once.
         s.set("view", string_array_value=["Overview"])
         await s.rerun()
@@ -88,6 +124,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--documents", type=int, default=2)
+    parser.add_argument("--no-writes", action="store_true", help="leave out issue 33's views")
     args = parser.parse_args()
     if not 1 <= args.documents <= len(WORDS) // 2:  # each needs two rotations no other one uses
         parser.error(f"--documents: 1 to {len(WORDS) // 2}")
@@ -106,11 +143,13 @@ def main() -> None:
             print(f"command: OMP_NUM_THREADS={threads} python bench/long_latency.py {flags}")
             for d in range(args.documents):
                 load = os.getloadavg()[0]
-                steps = asyncio.run(one_document(server.url, folder, args.tokens, d + 1))
+                steps = asyncio.run(
+                    one_document(server.url, folder, args.tokens, d + 1, not args.no_writes)
+                )
                 print(f"\ndocument {d + 1} (load average {load:.2f} -> {os.getloadavg()[0]:.2f})")
                 print(f"  {'change':<34} {'s':>6} {'KiB':>8}  drawn  target")
                 for name, sec, nbytes, drew, error in steps:
-                    trace_step = name.startswith("paste")
+                    trace_step = name.startswith(("paste", "compare with"))
                     met = sec <= TARGET_S and nbytes <= TARGET_BYTES
                     over = [f"+{sec - TARGET_S:.2f} s"] if sec > TARGET_S else []
                     over += [f"+{(nbytes - TARGET_BYTES) / 1024:.0f} KiB"] * (nbytes > TARGET_BYTES)

@@ -12,6 +12,7 @@ from transformers import AutoModelForCausalLM, LlamaConfig
 
 import attnviz
 from attnviz.engine.external import trace_from_attentions
+from attnviz.views import registry
 from attnviz.views.notebook import VIEWS, View
 
 TEXT = "the cat sat on the mat"
@@ -35,9 +36,8 @@ def llama_folder(tmp_path_factory):
     return folder
 
 
-@pytest.mark.parametrize("view", list(VIEWS))
-def test_every_view_is_one_object_with_a_static_fallback(trace, view) -> None:
-    shown = attnviz.show(trace, view=view, layer=1, head=2, query=3, key=1)
+def _static(shown) -> None:
+    """Every figure of a View carries Plotly's JSON and a well-formed static SVG that draws."""
     assert isinstance(shown, View) and len(shown) >= 1
     for fig in shown:
         bundle = View.bundle(fig)
@@ -48,6 +48,27 @@ def test_every_view_is_one_object_with_a_static_fallback(trace, view) -> None:
         drawn = re.findall(r"<(image|path|rect|text)\b", bundle["image/svg+xml"])
         assert len(drawn) > 3, drawn  # more than the background and the title
     assert shown._repr_html_().count("<svg") == len(shown)
+
+
+@pytest.mark.parametrize("view", [v for v in VIEWS if registry.BY_NAME[v].needs != "model"])
+def test_every_view_is_one_object_with_a_static_fallback(trace, view) -> None:
+    other = attnviz.trace_text("the dog sat on the mat", trace_config(trace))
+    extra = {"other": other} if view == "compare" else {}
+    _static(attnviz.show(trace, view=view, layer=1, head=2, query=3, key=1, **extra))
+
+
+def trace_config(trace):
+    return attnviz.StackConfig(d_model=16, n_heads=4, n_layers=2)
+
+
+@pytest.mark.parametrize("view", ["logits", "lens"])
+def test_the_model_views_draw_with_a_static_fallback_and_need_the_model(view) -> None:
+    model = attnviz.load_model("attnviz-char-zh-en", device="cpu")
+    trace = attnviz.trace_model(model, "the cat sat on the m")
+    _static(attnviz.show(trace, view=view, model=model, field="moved", unit="word"))
+    _static(attnviz.show(model, view=view, text="我爱水", lang="zh"))  # the model is the source
+    with pytest.raises(TypeError, match=f"view='{view}' needs the model"):
+        attnviz.show(trace, view=view)
 
 
 def test_the_static_fallback_escapes_tokens_and_draws_the_weights() -> None:

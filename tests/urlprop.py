@@ -139,13 +139,16 @@ def change(at: AppTest, rng: random.Random, done: set[str] | None = None) -> str
     """Change one random control to a random valid value and rerun; returns what was done.
 
     With `done` (the targets reached so far, updated here), a control the page shows that was
-    never changed comes first, then a view never opened, so a short walk reaches every control."""
+    never changed comes first (buttons after the others), then a view never opened, so a short
+    walk reaches every control."""
     # The browser sends the address bar with every rerun: the script's st.query_params is the
     # URL the page shows now (bound widgets included), not what the last run left there.
     at.query_params = url_of(at)
     found = controls(at)
     if done is not None:  # a control never changed, else a view never opened, else any
         fresh = [w for w in found if w.key not in EVERY_OPTION and name_of(w) not in done]
+        # a button may leave the view ("open in Head detail"): the view's other controls first
+        fresh = [w for w in fresh if w.type != "button"] or fresh
         views = [w for w in found if w.key in EVERY_OPTION and not targets(w) <= done]
         found = fresh or views or found
     widget = rng.choice(found)

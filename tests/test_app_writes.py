@@ -1,0 +1,119 @@
+"""Issue 33's views on the Pretrained page in AppTest: head logits, the logit lens, compare, the
+"weights | moved" and "pieces | words" switches, each from a link, with the engine's numbers and
+their CSV; an encoder says why it has no head logits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import attnviz
+from attnviz.engine.lens import head_logits, logit_lens
+from tests.apphelpers import app, heatmap_specs, specs, z_of
+
+PAGE = "app_pages/pretrained.py"
+CHAR = "attnviz-char-zh-en"
+TEXT = (
+    "The animal didn't cross the street because it was too tired. The animal didn't cross the str"
+)
+EDIT = TEXT.replace("tired", "wide")
+
+
+@pytest.fixture(scope="module")
+def char():
+    model = attnviz.load_model(CHAR, device="cpu")
+    return model, attnviz.trace_model(model, TEXT)
+
+
+def open_view(view: str, **query: str):
+    at = app(PAGE, query={"model": CHAR, "text": TEXT, "view": view, **query})
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def titled(at, start: str) -> dict:
+    return next(s for s in specs(at) if s["layout"]["title"]["text"].startswith(start))
+
+
+def test_head_logits_draw_every_heads_push_and_a_link_picks_the_token(char) -> None:
+    model, trace = char
+    at = open_view("logits")
+    grid = titled(at, "Each head")
+    want = head_logits(model, trace)
+    heads = want[want["kind"] == "head"]
+    z = z_of(grid)
+    for row in heads.itertuples():
+        assert z[row.layer, row.head] == pytest.approx(row.logit, abs=1e-5)
+    assert repr(want["target"].iloc[0]) in grid["layout"]["title"]["text"]
+    assert at.selectbox(key="dla_token").value == ""  # the top next token
+    assert "csv_head_logits" in [b.key for b in at.get("download_button")]
+    # a link names another token: its logit, and the URL keeps it
+    at = open_view("logits", dla_token="a")
+    assert "'a'" in titled(at, "Each head")["layout"]["title"]["text"]
+    assert at.query_params["dla_token"] == "a"
+    # a token the model cannot name in one piece: a warning, the page goes on
+    at = open_view("logits", dla_token="tired")
+    assert at.warning and "is 5 tokens" in at.warning[0].value
+
+
+def test_the_logit_lens_reads_every_layer(char) -> None:
+    model, trace = char
+    at = open_view("lens")
+    want = logit_lens(model, trace, k=5)
+    np.testing.assert_allclose(
+        z_of(titled(at, "Logit lens")), want[[f"p_{i}" for i in range(1, 6)]], atol=1e-5
+    )
+    assert "csv_logit_lens" in [b.key for b in at.get("download_button")]
+
+
+def test_an_encoder_says_why_it_has_no_head_logits() -> None:
+    at = app(PAGE, query={"view": "logits"})  # the bundled MiniLM
+    assert not at.exception
+    assert "encoder without a language-model head" in at.info[0].value
+    assert not at.get("download_button") or "csv_head_logits" not in [
+        b.key for b in at.get("download_button")
+    ]
+
+
+def test_compare_ranks_every_head_and_shows_both_maps_and_their_difference() -> None:
+    at = open_view("compare")
+    assert "Type a second text" in at.info[0].value  # nothing to compare yet
+    at = open_view("compare", cmp=EDIT, layer="1", head="2", field="moved")
+    grid = titled(at, "How much each head's moved changed")
+    assert z_of(grid).shape == (4, 8)
+    maps = heatmap_specs(at)[-3:]
+    assert [m["layout"]["title"]["text"][:8] for m in maps] == ["Your tex", "Compared", "Compared"]
+    assert "csv_compare" in [b.key for b in at.get("download_button")]
+    assert any("tokens align" in c.value for c in at.caption)
+    # texts whose tokens do not align: statistics only, and the page says so
+    at = open_view("compare", cmp="我爱水课，狗咬人和人咬狗")
+    assert at.warning and "do not align" in at.warning[0].value
+    assert len(heatmap_specs(at)) == 3  # the grid and two maps, no difference
+
+
+def test_the_moved_switch_and_the_kobayashi_columns_come_from_the_link(char) -> None:
+    _, trace = char
+    at = open_view("overview", field="moved")
+    assert at.segmented_control(key="field").value == "moved"
+    assert any("moved" in s["layout"]["title"]["text"] for s in specs(at))
+    at = open_view("detail", field="moved", layer="2", head="3")
+    np.testing.assert_allclose(
+        z_of(titled(at, "moved")), trace.layers[2].moved[3].numpy(), atol=1e-6
+    )
+    at = open_view("stats", field="moved")
+    table = at.dataframe[0].value
+    assert {"moved_special", "weights_special", "moved_punct"} <= set(table.columns) or {
+        "moved on special",
+        "weights on special",
+    } <= set(table.columns)
+
+
+def test_words_from_the_link_group_every_view() -> None:
+    at = open_view("heads", unit="word", layer="1")
+    assert at.segmented_control(key="unit").value == "word"
+    tokens = heatmap_specs(at)[0]["data"][0]["x"]
+    assert any("animal" in tok for tok in tokens)  # words, not characters
+    at = open_view("detail", unit="word")
+    assert len(heatmap_specs(at)) == 1  # the weights alone: scores do not add up over pieces
+    assert any("downloads below hold the trace of pieces" in c.value for c in at.caption)
