@@ -39,8 +39,12 @@ def chart(fig, key: str | None = None, name: str | None = None, **kwargs) -> obj
     return st.plotly_chart(fig, config=config, key=key, **kwargs)
 
 
-def numbers(matrix, cols, rows, title: str, key: str, highlight: int | None = None, signed=True):
-    """A small matrix drawn with its numbers in the cells."""
+def numbers(
+    matrix, cols, rows, title: str, key: str, highlight: int | None = None, signed=True,
+    mask=None,
+):  # fmt: skip
+    """A small matrix drawn with its numbers in the cells; `mask` ([q, k], True = may attend):
+    the cells it forbids are blank and printed "–", never as a weight of 0.00."""
     from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 
     n = len(rows)
@@ -48,7 +52,7 @@ def numbers(matrix, cols, rows, title: str, key: str, highlight: int | None = No
         zmin=0.0, zmax=1.0, value="", show_bar=False
     )  # fmt: skip
     fig = draw_map(
-        matrix, Axis(cols), Axis(rows), colour, Marks(numbers=True, row=highlight),
+        matrix, Axis(cols), Axis(rows), colour, Marks.of_mask(mask, numbers=True, row=highlight),
         Frame(title, max(220, 44 * n + 110)),
     )  # fmt: skip
     if sum(len(str(c)) for c in cols) <= 36:  # longer token labels would run together flat
