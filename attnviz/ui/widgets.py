@@ -4,6 +4,7 @@ with their numbers, tables that grow in projector mode, pickers kept in the URL 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import streamlit as st
 
@@ -48,9 +49,13 @@ def numbers(
     from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 
     n = len(rows)
+    # projector mode: every number grows (attnviz.views.projector); past 6 columns one decimal,
+    # so that bigger digits still fit their cells
+    digits = ".1f" if projector.on() and len(cols) > 6 else ".2f"
     colour = Colour.diverging("", show_bar=False) if signed else Colour(
         zmin=0.0, zmax=1.0, value="", show_bar=False
     )  # fmt: skip
+    colour = replace(colour, digits=digits)
     fig = draw_map(
         matrix, Axis(cols), Axis(rows), colour, Marks.of_mask(mask, numbers=True, row=highlight),
         Frame(title, max(220, 44 * n + 110)),
