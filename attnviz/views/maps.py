@@ -42,6 +42,9 @@ SIGNED_HEATMAP_CELLS = 256 * 256  # a signed one (scores, logits) up to this man
 THIN = 64  # a map this narrow on one side (vectors, one query) stays a heatmap up to HEATMAP_CELLS
 PICTURE_SIDE = 256  # a picture of a longer map is pooled to at most this many pixels a side
 THIN_GAPS = 40  # cells get a 1 px gap up to this many a side
+# Several maps on one page (All heads) send their values together up to this many cells, else
+# each is a picture: 12 heads of 512 x 512 were 17.6 MB of numbers and 10.5 s to draw.
+PAGE_CELLS = 2**18
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,11 @@ def is_picture(shape: tuple[int, int], full: tuple[int, int], colour: Colour) ->
     return cells > (SIGNED_HEATMAP_CELLS if colour.signed else HEATMAP_CELLS)
 
 
+def values_fit(maps: int, n_q: int, n_k: int) -> bool:
+    """Whether `maps` maps of n_q x n_k on one page may all send their values (hover)."""
+    return maps * n_q * n_k <= PAGE_CELLS
+
+
 def positions_per_pixel(n: int) -> int:
     """How many positions a side one pixel of a picture of an n-position map averages."""
     return -(-n // PICTURE_SIDE)
@@ -165,7 +173,10 @@ def draw_map(
         return _signed_picture(m, x, y, colour, frame)
     if marks.masked is not None and tuple(m.shape) == full:  # masked cells white, not "0"
         m = m.masked_fill(torch.as_tensor(marks.masked, dtype=torch.bool), float("nan"))
-    return _weights_picture(m, full, x, y, colour, frame)
+    fig = _weights_picture(m, full, x, y, colour, frame)
+    for shape in _outlines(marks, *full, (x.start, y.start)).get("shapes", []):
+        fig.add_shape(shape)  # a focus row outlined over the picture, as over the heatmap
+    return fig
 
 
 def bound(z: np.ndarray | torch.Tensor) -> float:
@@ -279,14 +290,17 @@ def _ordered(axis: dict) -> dict:
     return {k: axis[k] for k in _AXIS_ORDER if k in axis}
 
 
-def _outlines(marks: Marks, n_q: int, n_k: int) -> dict:
-    shapes = []
+def _outlines(marks: Marks, n_q: int, n_k: int, at: tuple[int, int] = (0, 0)) -> dict:
+    """The outlined row and column, in axis units: cells of a heatmap, positions counted from
+    `at` (key, query) in a picture."""
+    shapes, (x0, y0) = [], at
     if marks.row is not None and 0 <= marks.row < n_q:
-        shapes.append(dict(type="rect", x0=-0.5, x1=n_k - 0.5, y0=marks.row - 0.5,
-                           y1=marks.row + 0.5, line=dict(color=HIGHLIGHT, width=3)))  # fmt: skip
+        row = y0 + marks.row
+        shapes.append(dict(type="rect", x0=x0 - 0.5, x1=x0 + n_k - 0.5, y0=row - 0.5,
+                           y1=row + 0.5, line=dict(color=HIGHLIGHT, width=3)))  # fmt: skip
     if marks.col is not None and 0 <= marks.col < n_k:
-        shapes.append(dict(type="rect", x0=marks.col - 0.5, x1=marks.col + 0.5, y0=-0.5,
-                           y1=n_q - 0.5,
+        shapes.append(dict(type="rect", x0=x0 + marks.col - 0.5, x1=x0 + marks.col + 0.5,
+                           y0=y0 - 0.5, y1=y0 + n_q - 0.5,
                            line=dict(color=HIGHLIGHT, width=2, dash="dot")))  # fmt: skip
     return {"shapes": shapes} if shapes else {}
 

@@ -7,6 +7,8 @@ and labels are in the selection's language. No streamlit here.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import plotly.graph_objects as go
 import torch
 
@@ -18,7 +20,16 @@ from attnviz.engine.trace import Trace, pooled_weights
 from attnviz.views import charts, images
 from attnviz.views.colour import GAMMA, colour_scale, scale_gamma
 from attnviz.views.lines import LinesLook, LinesPick, default_threshold, is_cjk, layer_lines
-from attnviz.views.maps import PICTURE_SIDE, Axis, Colour, Frame, Marks, draw_map, mark_cells
+from attnviz.views.maps import (
+    PICTURE_SIDE,
+    Axis,
+    Colour,
+    Frame,
+    Marks,
+    draw_map,
+    mark_cells,
+    values_fit,
+)
 from attnviz.views.selection import Selection, Tr
 
 LONG = 64  # past this many tokens the views switch to their long-input layout
@@ -75,6 +86,8 @@ def heads_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
     y = Axis(trace.tokens, tr("w.query"), ticks=None)
     figs = []
     whole = Marks.of_mask(None if lt.lean else lt.mask, row=focus)  # a pooled map: no cells
+    if not values_fit(lt.n_heads, lt.n_q, lt.n_k):  # a long input: pictures, not MBs of numbers
+        whole = replace(whole, values=False)
     for h in range(lt.n_heads):
         w, _ = head_map(trace, layer, h, PICTURE_SIDE)  # [q, k], or pooled
         title = tr("pg.head_title", h=h) + (tr("ex.silenced") if (layer, h) in off else "")
