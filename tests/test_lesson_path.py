@@ -23,7 +23,7 @@ def test_lesson_is_45_minutes_and_every_page_exists() -> None:
 
 def test_navigation_lists_the_classroom_pages_in_lesson_order() -> None:
     router = (ROOT / "attnviz" / "app.py").read_text()
-    listed = re.findall(r'st\.Page\("(app_pages/[a-z_]+\.py)"', router)
+    listed = re.findall(r'page\("(app_pages/[a-z_]+\.py)"', router)
     in_nav = [p for p in listed if p in {s.path for s in LESSON}]
     # the BERT page sits under Explore too; the rest appear in the order they are taught
     order = [s.path for s in LESSON if s.name != "bert"]
@@ -43,3 +43,17 @@ def test_every_lesson_page_links_to_its_neighbours(stop: Stop) -> None:
         expected.append(after.name)
     assert [page for _, page in links][-len(expected) :] == expected
     assert all(label.startswith(("上一页", "下一页")) for label, _ in links[-len(expected) :])
+
+
+def test_the_root_app_py_runs_the_same_app_and_its_page_links() -> None:
+    # Issue 34 item 7: `streamlit run app.py` from the repository root. Streamlit resolves page
+    # paths against the main script's folder, which is then the root, not attnviz/.
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+    at.switch_page("attnviz/app_pages/masks.py")
+    at.run()
+    assert not at.exception
+    assert at.title[0].value.startswith("Masks")
+    links = [p.proto.page for p in at.get("page_link")]
+    assert links[-2:] == ["why_scale", "multihead"]

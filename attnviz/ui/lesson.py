@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from attnviz.engine.config import StackConfig
 from attnviz.lessons.path import LESSON, neighbours
 from attnviz.ui.language import t
+
+PACKAGE = Path(__file__).resolve().parents[1]  # where app.py and app_pages/ live
+
+
+def page_file(path: str) -> str:
+    """A page script ("app_pages/masks.py") as an absolute path, for st.Page and st.page_link:
+    the same page whichever app.py Streamlit runs (the package's, or the repository root's)."""
+    return str(PACKAGE / path)
 
 
 def lesson_nav(name: str) -> None:
@@ -16,10 +26,14 @@ def lesson_nav(name: str) -> None:
     i = LESSON.index(here) + 1
     c1, c2, c3 = st.columns([2, 3, 2], vertical_alignment="center")
     if before is not None:
-        c1.page_link(before.path, label=t("lesson.prev", page=t(before.title_key)), icon="⬅️")
+        c1.page_link(
+            page_file(before.path), label=t("lesson.prev", page=t(before.title_key)), icon="⬅️"
+        )
     c2.caption(t("lesson.where", i=i, n=len(LESSON), minutes=here.minutes))
     if after is not None:
-        c3.page_link(after.path, label=t("lesson.next", page=t(after.title_key)), icon="➡️")
+        c3.page_link(
+            page_file(after.path), label=t("lesson.next", page=t(after.title_key)), icon="➡️"
+        )
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
-from tests.e2e.conftest import ROOT
+from tests.apphelpers import pages as app_pages
+from tests.e2e.conftest import ROOT, Page, app_process
 
 HEATMAPS = '[data-testid="stPlotlyChart"] .heatmaplayer'
 
@@ -66,10 +69,32 @@ def test_lesson_pages(name: str, page) -> None:
         p.shot(f"{name}-zh")
 
 
+def test_streamlit_run_app_py_from_the_repository_root(browser, tmp_path) -> None:
+    # Issue 34 item 7: the command every Streamlit user tries first starts the same app, and its
+    # lesson links (resolved against the main script's folder by Streamlit) lead on.
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--browser.gatherUsageStats",
+               "false"]  # fmt: skip
+    with app_process(command, tmp_path / "root-app.log", ROOT) as (url, _):
+        p = Page(browser, url)
+        try:
+            for lang, title in (("English", "Masks"), ("中文", "掩码")):
+                p.open(f"why_scale?lang={lang}")
+                p.page.locator('[data-testid="stPageLink"] a').last.click()  # Next: Masks
+                p.settle()
+                assert p.page.url.split("?")[0].endswith("/masks"), p.page.url
+                for _ in p.sizes():
+                    assert p.page.locator("h1").filter(has_text=title).count() == 1
+                    assert p.wait_count(HEATMAPS, 1, timeout=60, at_least=True) >= 1
+                    p.shot(f"root-app-masks-{'en' if lang == 'English' else 'zh'}")
+                p.resize(1280, 800)
+        finally:
+            p.close()
+
+
 def test_every_page_is_in_the_navigation(page) -> None:
     page.open()
     links = page.page.locator('[data-testid="stSidebarNav"] a')
-    pages = (ROOT / "attnviz" / "app.py").read_text(encoding="utf-8").count("st.Page(")
+    pages = len(app_pages())
     assert pages == 11  # Explore: 4 (with Generate and Head atlas); Lesson path: 7 (Training lab)
     assert links.count() == pages
     for i in range(pages):
