@@ -3,6 +3,7 @@
 import streamlit as st
 
 from attnviz import ui
+from attnviz.ui import language
 
 
 def page(path: str, **how) -> st.Page:
@@ -12,7 +13,7 @@ def page(path: str, **how) -> st.Page:
 
 
 st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
-ui.sidebar()
+language.seed_language()  # the titles below are translated
 
 explore = [
     page(
@@ -35,4 +36,7 @@ lesson = [
     page("app_pages/sharing.py", title=ui.t("nav.sharing"), icon=":material/share:"),
     page("app_pages/positions.py", title=ui.t("nav.positions"), icon=":material/swap_horiz:"),
 ]
-st.navigation({ui.t("nav.explore"): explore, ui.t("nav.lesson"): lesson}).run()
+shown = st.navigation({ui.t("nav.explore"): explore, ui.t("nav.lesson"): lesson})
+language.language_to_url()  # a ?lang=zh link: into the address bar now (reruns once)
+ui.sidebar()
+shown.run()
