@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.i18n import LANGUAGES, examples, translate
+from attnviz.lessons.path import LESSON
 from attnviz.ui import projector, url
 from attnviz.ui.language import lang, t
 
@@ -23,9 +24,26 @@ def _apply_example() -> None:
     st.session_state["example"] = None
 
 
+def lesson_link() -> None:
+    """Arrived by a lesson's Previous / Next link (?lesson=<page>): the sentence and the second
+    one are that page's in the lesson (the Masks page's 我爱水课 and its pair), else the
+    defaults, never the last page's. The URL cannot say it: the browser puts the sidebar's
+    current sentence back into every address. On a session's first run the widgets start from
+    the link anyway."""
+    if not url.present("lesson"):
+        return
+    stop = next((s for s in LESSON if s.name == url.read("lesson")), None)
+    if stop is not None and "text" in st.session_state:
+        link = dict(stop.link)
+        st.session_state["text"] = link.get("text", DEFAULT_TEXT)
+        st.session_state["pair"] = link.get("pair", url.default("pair"))
+    url.drop("lesson")
+
+
 def sidebar() -> None:
     """Language, the sentence and its examples: shared by every page, kept in the URL. The app
     seeds the language first (`seed_language`, before the page titles are translated)."""
+    lesson_link()
     with st.sidebar:
         st.radio(
             translate("side.language"),

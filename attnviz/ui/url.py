@@ -61,6 +61,9 @@ TABLE = (
     Key("projector", ALL, "bool", False, doc="projector mode: bigger type everywhere"),
     Key("text", ALL, "text", None, doc="the sentence (default: the first example of the language)"),
     Key("pair", ALL, "text", "", doc="a second sentence: cross-attention, or BERT's segment B"),
+    Key("lesson", ALL, "text", "", "read",
+        doc="set by a lesson's Previous / Next link (the stop it opens): the page starts from "
+        "its own sentence in the lesson, not the last page's (dropped once read)"),
     # the Playground's stack
     Key("d_model", ("playground",), "choice", 64, "value", (8, 16, 32, 64, 128, 256, 512, 1024)),
     Key("dk_auto", ("playground",), "bool", True, doc="d_head = d_model / heads"),
@@ -250,6 +253,13 @@ def write(name: str, value: Any) -> None:
     key(name)
     if st.query_params.get(name) != str(value):
         st.query_params[name] = str(value)
+
+
+def drop(name: str) -> None:
+    """Take a key out of the URL once a page has acted on it (how="read")."""
+    key(name)
+    if name in st.query_params:
+        del st.query_params[name]
 
 
 _KEPT = "_url_kept_"

@@ -69,9 +69,16 @@ def test_lesson_pages(name: str, page) -> None:
         p.shot(f"{name}-zh")
 
 
+def _next(p) -> None:
+    p.page.locator('[data-testid="stPageLink"] a').last.click()  # the lesson's Next link
+    p.settle()
+
+
 def test_streamlit_run_app_py_from_the_repository_root(browser, tmp_path) -> None:
     # Issue 34 item 7: the command every Streamlit user tries first starts the same app, and its
-    # lesson links (resolved against the main script's folder by Streamlit) lead on.
+    # lesson links (resolved against the main script's folder by Streamlit) lead on. Item 3: Next
+    # opens each page as the lesson's link for it does; the Masks page's sentence (我爱水课 and
+    # an English pair) never reaches the finale, whose Link view opens on it -> animal.
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--browser.gatherUsageStats",
                "false"]  # fmt: skip
     with app_process(command, tmp_path / "root-app.log", ROOT) as (url, _):
@@ -79,13 +86,24 @@ def test_streamlit_run_app_py_from_the_repository_root(browser, tmp_path) -> Non
         try:
             for lang, title in (("English", "Masks"), ("中文", "掩码")):
                 p.open(f"why_scale?lang={lang}")
-                p.page.locator('[data-testid="stPageLink"] a').last.click()  # Next: Masks
-                p.settle()
+                _next(p)
                 assert p.page.url.split("?")[0].endswith("/masks"), p.page.url
+                assert "text=%E6%88%91%E7%88%B1%E6%B0%B4%E8%AF%BE" in p.page.url  # 我爱水课
                 for _ in p.sizes():
                     assert p.page.locator("h1").filter(has_text=title).count() == 1
                     assert p.wait_count(HEATMAPS, 1, timeout=60, at_least=True) >= 1
                     p.shot(f"root-app-masks-{'en' if lang == 'English' else 'zh'}")
+                p.resize(1280, 800)
+                for _ in range(4):  # Multi-head & cost, MHA · MQA · GQA, Positions, BERT
+                    _next(p)
+                assert p.page.url.split("?")[0].endswith("/bert"), p.page.url
+                assert "text=" not in p.page.url and "pair=" not in p.page.url, p.page.url
+                picked = p.page.locator('[data-testid="stSelectbox"]')
+                p.wait_count('[data-testid="stSelectbox"]', 5, timeout=120, at_least=True)
+                texts = picked.locator("input").evaluate_all("es => es.map(e => e.value)")
+                assert any("10: it" in x for x in texts) and any("2: animal" in x for x in texts)
+                for _ in p.sizes():
+                    p.shot(f"root-app-lesson-end-{'en' if lang == 'English' else 'zh'}")
                 p.resize(1280, 800)
         finally:
             p.close()
