@@ -38,5 +38,5 @@ lesson = [
 ]
 shown = st.navigation({ui.t("nav.explore"): explore, ui.t("nav.lesson"): lesson})
 language.language_to_url()  # a ?lang=zh link: into the address bar now (reruns once)
-ui.sidebar()
+ui.sidebar(shown.url_path)
 shown.run()

@@ -46,3 +46,14 @@ def test_bad_links_and_names_get_messages() -> None:
     at.text_input(key="g_model").set_value("").run()  # back to the trained decoder
     assert not at.exception and at.text_area(key="g_prompt").value == "my own prompt"
     assert at.session_state["g_ablate"] == ["L0H1"] and at.get("plotly_chart")
+
+
+def test_the_default_prompt_follows_the_language() -> None:
+    # Issue 34: with ?lang=zh Generate's prompt stayed English.
+    at = app(PAGE, {"lang": "zh", "g_n": "2"})
+    assert not at.exception and at.text_area(key="g_prompt").value == "床前明月光，"
+    at.radio(key="lang").set_value("English").run()
+    assert at.text_area(key="g_prompt").value == "The cat sat on the mat and"
+    at.text_area(key="g_prompt").set_value("我爱").run()
+    at.radio(key="lang").set_value("中文").run()
+    assert not at.exception and at.text_area(key="g_prompt").value == "我爱"

@@ -15,9 +15,9 @@ from attnviz.engine.generate import (
 )
 from attnviz.engine.whatif import head_ids, parse_head_ids
 from attnviz.ui import markup, url
-from attnviz.ui.language import t
+from attnviz.ui.language import lang, t
 from attnviz.ui.models import get_model
-from attnviz.ui.widgets import chart
+from attnviz.ui.widgets import chart, follow_default
 from attnviz.views import heatmaps, training
 
 
@@ -48,9 +48,9 @@ def settings(model) -> tuple[str, int, Sampling, WhatIf] | None:
     """The prompt and every setting of the run, from widgets bound to the URL; None (after a
     message) when they do not make a run. Drawn without a model too (after a bad model name), so
     that the prompt and settings typed so far stay."""
-    prompt = st.text_area(
-        t("gen.prompt"), url.default("g_prompt"), height=80, **url.bound("g_prompt")
-    )
+    default = url.default("g_prompt", lang=lang())
+    follow_default("g_prompt", default)  # in the UI's language, until one is typed
+    prompt = st.text_area(t("gen.prompt"), default, height=80, **url.bound("g_prompt"))
     c1, c2, c3, c4, c5 = st.columns(5)
     n = c1.slider(t("gen.n"), 1, 64, url.default("g_n"), **url.bound("g_n"))
     greedy = c2.toggle(t("gen.greedy"), url.default("g_greedy"), **url.bound("g_greedy"))

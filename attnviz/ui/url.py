@@ -23,6 +23,8 @@ from typing import Any
 
 import streamlit as st
 
+from attnviz.i18n import examples, translate
+
 ALL = ("*",)  # a key every page reads (the sidebar's)
 EXPLORER = ("playground", "bert")  # the explorer's views, on both pages that draw them
 BIND = "query-params"
@@ -59,7 +61,9 @@ TABLE = (
     Key("lang", ALL, "choice", "English", options=("English", "中文"),
         doc="UI language; a link may also say zh, zh-CN, cn, chinese or en (attnviz.i18n)"),
     Key("projector", ALL, "bool", False, doc="projector mode: bigger type everywhere"),
-    Key("text", ALL, "text", None, doc="the sentence (default: the first example of the language)"),
+    Key("text", ALL, "text", lambda lang: next(iter(examples(lang).values())),
+        doc="the sentence (default: the first example of the language; English on a page whose "
+        "model reads no Chinese)"),
     Key("pair", ALL, "text", "", doc="a second sentence: cross-attention, or BERT's segment B"),
     Key("lesson", ALL, "text", "", "read",
         doc="set by a lesson's Previous / Next link (the stop it opens): the page starts from "
@@ -158,7 +162,8 @@ TABLE = (
     # attention while generating (issue 24)
     Key("g_model", ("generate",), "text", "",
         doc="a decoder's Hub id or folder; empty: attnviz-char-zh-en"),  # fmt: skip
-    Key("g_prompt", ("generate",), "text", "The cat sat on the mat and"),
+    Key("g_prompt", ("generate",), "text", lambda lang: translate("gen.default_prompt", lang),
+        doc="the prompt (default: one in the UI's language)"),
     Key("g_n", ("generate",), "int", 16, lo=1, hi=64, doc="tokens to generate"),
     Key("g_greedy", ("generate",), "bool", True, doc="most likely token; off: sampled"),
     Key("g_stemp", ("generate",), "float", 1.0, lo=0.05, hi=5.0, doc="sampling temperature"),

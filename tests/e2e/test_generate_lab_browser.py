@@ -22,6 +22,8 @@ def test_generate_opens_the_run_and_step_of_its_link(page, lang: str) -> None:
         assert len(values) == 4 and values[2].endswith("KiB")
         title = "Step 3" if lang == "English" else "第 3 步"
         assert p.page.get_by_text(title).count() >= 1
+        prompt = p.page.locator('[data-testid="stMain"] textarea').first.input_value()
+        assert prompt == ("The cat sat on the mat and" if lang == "English" else "床前明月光，")
         p.shot(f"generate-{LANGS[lang]}")
 
 
