@@ -22,6 +22,12 @@ def test_generate_opens_the_run_and_step_of_its_link(page, lang: str) -> None:
         assert len(values) == 4 and values[2].endswith("KiB")
         title = "Step 3" if lang == "English" else "第 3 步"
         assert p.page.get_by_text(title).count() >= 1
+        # Every generated token drawn, whitespace as ␣ / ⏎ (issue 34): one character a token
+        # of the character model.
+        said = "Generated (6 tokens):" if lang == "English" else "生成（6 个词元）："
+        line = p.page.get_by_text(said).first.evaluate("e => e.parentElement.innerText")
+        made = line.split(said, 1)[1].strip()
+        assert len(made) == 6 and not any(c.isspace() for c in made), line
         prompt = p.page.locator('[data-testid="stMain"] textarea').first.input_value()
         assert prompt == ("The cat sat on the mat and" if lang == "English" else "床前明月光，")
         p.shot(f"generate-{LANGS[lang]}")
