@@ -63,9 +63,17 @@ def test_lab_trains_both_sections(page, projector: bool) -> None:
 
 
 def test_lab_in_chinese_and_its_stop_button(big_page) -> None:
+    # Issue 34: a link asking for 1000 ÷√d_k steps at d_k 256 got the refusal twice and Train
+    # disabled; the slider now ends where the budget does. Stop answers within its own rerun.
     p = big_page
-    p.open("lab?lang=中文&lab_steps=2000")
-    p.page.locator('[data-testid="stButton"] button').filter(has_text="训练").first.click()
+    p.open("lab?lang=中文&lab_steps=2000&sc_steps=1000")
+    steps = p.page.locator('input[type="range"][aria-label="训练步数"]').nth(1)
+    assert int(steps.get_attribute("max")) < 1000
+    assert steps.get_attribute("max") == steps.input_value()
+    assert p.count('[data-testid="stAlertContentError"]') == 0
+    train = p.page.locator('[data-testid="stButton"] button').filter(has_text="训练")
+    assert train.nth(1).is_enabled()
+    train.first.click()
     time.sleep(4)
     p.page.locator('[data-testid="stButton"] button').filter(has_text="停止").first.click()
     deadline = time.time() + 30
@@ -73,4 +81,6 @@ def test_lab_in_chinese_and_its_stop_button(big_page) -> None:
         time.sleep(0.5)
     assert p.page.get_by_text("已停止").count() == 1
     p.settle()
-    p.shot("lab-zh-stopped")
+    for _ in p.sizes(((1920, 1080), (1280, 800))):
+        assert train.first.is_enabled()
+        p.shot("lab-zh-stopped")
