@@ -14,6 +14,18 @@ from attnviz.ui import projector, url
 from attnviz.ui.language import t
 from attnviz.views.spec import PLOTLY_CONFIG, Spec
 
+_GIVEN = "_default_given_"
+
+
+def follow_default(key: str, default: str) -> None:
+    """Before a text box bound to the URL: if it still holds the default it was last given, it
+    takes the new one (the language, or the page's model, changed); text a user typed or a link
+    gave stays."""
+    given = st.session_state.get(_GIVEN + key)
+    if given is not None and given != default and st.session_state.get(key) == given:
+        st.session_state[key] = default
+    st.session_state[_GIVEN + key] = default
+
 
 def grid(n: int, per_row: int) -> list:
     """n cells, `per_row` columns a row, in reading order: one st.columns row per group, so a
