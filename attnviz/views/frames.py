@@ -39,10 +39,13 @@ def head_weights(
     window's block. A copy: a download kept with a session holds one head, not the trace."""
     lt = trace.layers[layer]
     rows, cols = list(trace.tokens), list(trace.key_tokens)
+    whole = slice(None)
     if lt.lean or getattr(lt, "base", None) is not None:
         lo, hi = window
-        return lt.block(field, head, slice(lo, hi), slice(lo, hi)), rows[lo:hi], cols[lo:hi]
-    return lt.head(field, head).clone(), rows, cols
+        whole, rows, cols = slice(lo, hi), rows[lo:hi], cols[lo:hi]
+    w = lt.block(field, head, whole, whole).clone()  # [q, k]
+    # a cell the mask hides is empty in the CSV, not a weight of 0
+    return w.masked_fill(~lt.block("mask", head, whole, whole), math.nan), rows, cols
 
 
 def kept_bytes(trace: Trace) -> tuple[int, int] | None:
@@ -95,7 +98,9 @@ def head_stats_frame(trace: Trace, field: str = "weights") -> pd.DataFrame:
 
 
 def query_frame(trace: Trace, layer: int, head: int, query: int) -> pd.DataFrame:
-    """One query against every key, step by step: q·k, × scale, exp (shifted), softmax weight."""
+    """One query against every key, step by step: q·k, × scale, exp (shifted), softmax weight;
+    a key the mask hides has −∞ after the scale and no exp or weight at all (NaN, shown as
+    empty), never a weight of 0."""
     lt = trace.layers[layer]
     scores = lt.head("scores", head)[query].double()  # [k]
     allowed = torch.ones_like(scores, dtype=torch.bool) if lt.mask is None else lt.mask[query]
@@ -109,8 +114,8 @@ def query_frame(trace: Trace, layer: int, head: int, query: int) -> pd.DataFrame
             "key": numbered(trace.key_tokens or trace.tokens),
             "q·k": scores.numpy(),
             "× scale": logits.numpy(),
-            "exp(· − max)": exps.numpy(),
-            "softmax": probs.numpy(),
+            "exp(· − max)": exps.masked_fill(~allowed, math.nan).numpy(),
+            "softmax": probs.masked_fill(~allowed, math.nan).numpy(),
             "weight (trace)": lt.head("weights", head)[query].double().numpy(),
             "allowed": allowed.numpy(),
         }
