@@ -118,11 +118,14 @@ def pair_figures(a: Trace, b: Trace, sel: Selection, table: pd.DataFrame) -> lis
     mode = "max" if field == "moved" else (sel.scale or "fixed")
     figs = []
     for which, trace in (("a", a), ("b", b)):
-        w, _ = head_map(trace, layer, head, PICTURE_SIDE, field)  # [q, k], or pooled
+        w, full = head_map(trace, layer, head, PICTURE_SIDE, field)  # [q, k], or pooled
+        lt = trace.layers[layer]
+        whole = tuple(w.shape) == full and not lt.lean  # a pooled map has no cells to blank
+        marks = Marks.of_mask(lt.block("mask", head) if whole else None)  # masked: blank
         figs.append(draw_map(
             w, Axis(trace.key_tokens, tr("w.key"), ticks=None),
             Axis(trace.tokens, tr("w.query"), ticks=None),
-            weights_colour(w, mode, tr, field=field), Marks(),
+            weights_colour(w, mode, tr, field=field), marks,
             Frame(tr(f"cmp.map_{which}", l=layer, h=head), 460),
         ))  # fmt: skip
     if aligned(table):

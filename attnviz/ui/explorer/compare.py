@@ -75,7 +75,10 @@ def compare_view(trace: Trace) -> None:
           on_select=_clicked, selection_mode="points")  # fmt: skip
     st.caption(t("cmp.grid_help"))
     figs = compare.pair_figures(trace, other, sel, found)
-    for col, fig, name in zip(st.columns(len(figs)), figs, ("a", "b", "diff"), strict=False):
+    # both texts side by side, their difference below at the same size (three in a row leave a
+    # 1280-wide page maps too narrow to read)
+    cells = [*st.columns(2), *st.columns(2)[:1]]
+    for col, fig, name in zip(cells, figs, ("a", "b", "diff"), strict=False):
         with col:
             chart(fig, key=f"cmp_map_{name}", name=f"compare_{name}_L{layer}_H{head}")
     shown = [c for c in SHOWN if c in found and (compare.aligned(found) or "change" not in c)]

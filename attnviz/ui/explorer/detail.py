@@ -115,7 +115,7 @@ def detail(trace: Trace) -> None:
             **url.bound("shared"),
         ),
     )  # fmt: skip
-    st.caption(t("ex.detail_help"))
+    st.caption(t("ex.detail_help" if field == "weights" else "ex.detail_help_moved"))
     mark = _mark(trace)
     if mark is not None:
         q_tok, k_tok = trace.tokens[mark[0]], trace.key_tokens[mark[1]]

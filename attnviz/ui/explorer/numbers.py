@@ -69,7 +69,10 @@ def stats(trace: Trace) -> None:
     st.caption(t("ex.stats_help") + (" " + t("ex.stats_moved") if field == "moved" else ""))
     if "moved_special" in heads:
         st.caption(t("ex.stats_kobayashi"))
-    shown = localized(heads)
+    first = ["layer", "head"]
+    if field == "moved":  # the Kobayashi shares first: on a laptop the table scrolls sideways
+        first += [c for c in heads if c.startswith(("weights_", "moved_"))]
+    shown = localized(heads[first + [c for c in heads if c not in first]])
     table(
         shown,
         hide_index=True,

@@ -25,6 +25,7 @@ from attnviz.ui.explorer.pickers import open_head, selection
 from attnviz.ui.language import localized, t
 from attnviz.ui.widgets import chart, table
 from attnviz.views import writes
+from attnviz.views.tokens import visible
 
 TOP = 10  # next tokens offered by the token picker
 
@@ -120,7 +121,9 @@ def logits_view(trace: Trace) -> None:
     st.caption(t("wr.dla_help"))
     heads = found[found["kind"] == "head"].copy()
     heads = heads.reindex(heads["logit"].abs().sort_values(ascending=False).index).head(TOP)
-    cols = ["part", "layer", "head", "logit", *(c for c in found if c[:3] in ("pro", "sup"))]
+    tokens = [c for c in found if c[:3] in ("pro", "sup")]
+    heads[tokens] = heads[tokens].map(visible)  # a space or a line break is no blank cell
+    cols = ["part", "layer", "head", "logit", *tokens]
     st.markdown(t("wr.top_heads"))
     table(localized(heads[cols].drop(columns=["part"] if len(parts) < 2 else [])),
           hide_index=True, key="dla_heads")  # fmt: skip

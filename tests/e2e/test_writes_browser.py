@@ -1,0 +1,40 @@
+"""Issue 33's views in a real browser (what a head writes): head logits, the logit lens, compare,
+and the moved and words switches, in English and Chinese at a laptop and a projector size; each
+drawn without an error, shot for a person to look at (out/screenshots/writes-*)."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+
+PLOTS = '[data-testid="stPlotlyChart"]'
+TEXT = (
+    "The animal didn't cross the street because it was too tired. The animal didn't cross the str"
+)
+EDIT = TEXT.replace("tired", "wide")
+PIECES = "the unbelievably tired animal didn't cross the street because it was exhausted"  # ##
+CHAR = "model=attnviz-char-zh-en&text=" + quote(TEXT)
+# view, query, at least this many charts (tables count as dataframes)
+VIEWS = {
+    "logits": (f"{CHAR}&view=logits", 1),
+    "lens": (f"{CHAR}&view=lens", 1),
+    "compare": (f"{CHAR}&view=compare&cmp={quote(EDIT)}", 3),
+    "moved": ("view=detail&field=moved&layer=2&head=3", 3),
+    "words": ("view=detail&unit=word&text=" + quote(PIECES), 3),
+    "stats_moved": ("view=stats&field=moved", 0),
+}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("view", list(VIEWS))
+def test_writes_views_draw_in_both_languages_at_two_sizes(view: str, lang: str, page) -> None:
+    query, charts = VIEWS[view]
+    page.open(f"pretrained?lang={lang}&{query}")
+    for p in page.sizes():
+        if charts:
+            assert p.wait_count(PLOTS, charts, at_least=True) >= charts
+        else:
+            assert p.wait_count('[data-testid="stDataFrame"]', 1, at_least=True) >= 1
+        p.assert_no_error()
+        p.shot(f"writes-{view}-{lang}")
