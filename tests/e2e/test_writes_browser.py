@@ -21,7 +21,8 @@ VIEWS = {
     "lens": (f"{CHAR}&view=lens", 1),
     "compare": (f"{CHAR}&view=compare&cmp={quote(EDIT)}", 3),
     "moved": ("view=detail&field=moved&layer=2&head=3", 3),
-    "words": ("view=detail&unit=word&text=" + quote(PIECES), 3),
+    "words": ("view=overview&unit=word&text=" + quote(PIECES), 2),
+    "words_detail": ("view=detail&unit=word&text=" + quote(PIECES), 1),
     "stats_moved": ("view=stats&field=moved", 0),
 }
 

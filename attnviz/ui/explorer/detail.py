@@ -115,7 +115,10 @@ def detail(trace: Trace) -> None:
             **url.bound("shared"),
         ),
     )  # fmt: skip
-    st.caption(t("ex.detail_help" if field == "weights" else "ex.detail_help_moved"))
+    if trace.meta.get("grouped"):  # words keep no scores: one map, said so
+        st.caption(t("ex.detail_help_words", field=t(f"ex.field.{field}")))
+    else:
+        st.caption(t("ex.detail_help" if field == "weights" else "ex.detail_help_moved"))
     mark = _mark(trace)
     if mark is not None:
         q_tok, k_tok = trace.tokens[mark[0]], trace.key_tokens[mark[1]]
