@@ -190,13 +190,7 @@ def pick_field(trace: Trace) -> str:
     (attention weights alone) has weights only."""
     if not has_moved(trace):
         return "weights"
-    url.seed("field", list(FIELDS), url.default("field"))
-    field = st.segmented_control(
-        t("ex.field"), FIELDS, format_func=lambda f: t(f"ex.field.{f}"), key="field",
-        help=t("ex.field_help"),
-    )  # fmt: skip
-    url.sync("field", url.default("field"))
-    return field or url.default("field")
+    return _switch("field", list(FIELDS))
 
 
 def units(trace: Trace) -> list[str]:
@@ -212,16 +206,21 @@ def units(trace: Trace) -> list[str]:
 def pick_unit(trace: Trace) -> str:
     """ "pieces | words | characters": the tokens every view is over (a trace grouped into words:
     attnviz.engine.words), kept in the URL."""
-    options = units(trace)
-    url.seed("unit", options, url.default("unit"))
-    if st.session_state.get("unit") not in options:
-        st.session_state["unit"] = url.default("unit")
-    unit = st.segmented_control(
-        t("ex.unit"), options, format_func=lambda u: t(f"ex.unit.{u}"), key="unit",
-        help=t("ex.unit_help"),
+    return _switch("unit", units(trace))
+
+
+def _switch(name: str, options: list[str]) -> str:
+    """A segmented control over `options` labelled ex.<name>.<option>, kept in the URL; a kept
+    value this trace does not offer (characters of a text of words) falls back to the default."""
+    url.seed(name, options, url.default(name))
+    if st.session_state.get(name) not in options:
+        st.session_state[name] = url.default(name)
+    picked = st.segmented_control(
+        t(f"ex.{name}"), options, format_func=lambda o: t(f"ex.{name}.{o}"), key=name,
+        help=t(f"ex.{name}_help"),
     )  # fmt: skip
-    url.sync("unit", url.default("unit"))
-    return unit or url.default("unit")
+    url.sync(name, url.default(name))
+    return picked or url.default(name)
 
 
 def selection(**picked: object) -> Selection:
