@@ -156,7 +156,8 @@ def change(at: AppTest, rng: random.Random, done: set[str] | None = None) -> str
     found = controls(at)
     if done is not None:  # a control never changed, else a view never opened, else any
         fresh = [w for w in found if w.key not in EVERY_OPTION and name_of(w) not in done]
-        # a button may leave the view ("open in Head detail"): the view's other controls first
+        # a button may leave the view (Link's "open in Head detail"): the view's other controls
+        # first, or they are shown once and never changed
         fresh = [w for w in fresh if w.type != "button"] or fresh
         views = [w for w in found if w.key in EVERY_OPTION and not targets(w) <= done]
         found = fresh or views or found

@@ -85,8 +85,11 @@ def heads_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
     lt = trace.layers[layer]
     off = silenced(trace)
     per_row = heads_per_row(trace, layer)
-    x = Axis(trace.key_tokens, tr("w.key"), ticks=None)
-    y = Axis(trace.tokens, tr("w.query"), ticks=None)
+    # a picture names every k-th position: few enough that labels of ~17 px never touch in a
+    # column of a 1280 px window (3 columns of ~300 px, 2 of ~450 px)
+    named = 10 if per_row >= 3 else 16
+    x = Axis(trace.key_tokens, tr("w.key"), ticks=None, picture_ticks=named)
+    y = Axis(trace.tokens, tr("w.query"), ticks=None, picture_ticks=named)
     figs = []
     pooled = lt.lean or getattr(lt, "base", None) is not None  # words of a lean trace too
     whole = Marks.of_mask(None if pooled else lt.mask, row=focus)  # a pooled map: no cells

@@ -71,9 +71,13 @@ def test_a_pasted_4096_token_document_is_traced_lean_and_drawn(page, llama_256) 
     assert f"Tracing {len(text):,} characters" in said and "seconds" in said, said
     page.shot("long-document-tracing")
     # the overview's pass over bands: 4 layers x 8 heads at 4,096 tokens takes over 0.5 s
-    passing = spinner.filter(has_text="Recomputing every head")
-    passing.first.wait_for(timeout=60_000)
-    assert "(4 layers × 8 heads, 4,096 tokens)" in passing.first.inner_text()
+    # read in one step in the page: the spinner may be gone between a wait and a read
+    page.page.wait_for_function(
+        """() => [...document.querySelectorAll('[data-testid=stSpinner]')].some(e =>
+             e.innerText.includes("Recomputing every head")
+             && e.innerText.includes("(4 layers × 8 heads, 4,096 tokens)"))""",
+        timeout=60_000,
+    )
     _wait_text(page, "4,096 tokens traced")
     page.settle(180)
     assert spinner.count() == 0
