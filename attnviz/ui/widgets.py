@@ -197,5 +197,5 @@ def table(
         )
         if fmt and name in frame:
             frame[name] = frame[name].map(lambda v, f=fmt: f % v)
-    shown = frame.style.hide(axis="index") if hide_index else frame
-    return st.table(shown)
+    # st.table's own hide_index: a Styler's hidden index was drawn anyway (1.67)
+    return st.table(frame, hide_index=hide_index)

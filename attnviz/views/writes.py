@@ -210,7 +210,11 @@ def lens_from_table(table: pd.DataFrame, sel: Selection) -> list[go.Figure]:
         Axis(layers, tr("pg.layer")),
         Colour(zmin=0.0, zmax=1.0, value="p"),
         Marks(numbers=True),
-        Frame(tr("wr.lens_title", token=repr(final)), 100 + 34 * len(layers)),
+        # two lines a cell (token, p): 46 px a row, fewer for a deep model (at most ~1,600 px)
+        Frame(
+            tr("wr.lens_title", token=repr(final)),
+            100 + max(30, min(46, 1500 // len(layers))) * len(layers),
+        ),
     )
     tokens = table[[f"top_{j + 1}" for j in range(k)]].to_numpy()
     text = [

@@ -24,6 +24,9 @@ VIEWS = {
     "words": ("view=overview&unit=word&text=" + quote(PIECES), 2),
     "words_detail": ("view=detail&unit=word&text=" + quote(PIECES), 1),
     "stats_moved": ("view=stats&field=moved", 0),
+    # projector mode: bigger type in every new chart
+    "logits_projector": (f"{CHAR}&view=logits&projector=true", 1),
+    "lens_projector": (f"{CHAR}&view=lens&projector=true", 1),
 }
 
 

@@ -125,8 +125,11 @@ def logits_view(trace: Trace) -> None:
     heads[tokens] = heads[tokens].map(visible)  # a space or a line break is no blank cell
     cols = ["part", "layer", "head", "logit", *tokens]
     st.markdown(t("wr.top_heads"))
-    table(localized(heads[cols].drop(columns=["part"] if len(parts) < 2 else [])),
-          hide_index=True, key="dla_heads")  # fmt: skip
+    raw = heads[cols].drop(columns=["part"] if len(parts) < 2 else [])
+    shown = localized(raw)
+    logit = shown.columns[list(raw.columns).index("logit")]  # its label in this language
+    four = {logit: st.column_config.NumberColumn(format="%.4f")}  # projector mode: 0.8254 too
+    table(shown, hide_index=True, column_config=four, key="dla_heads")
     chart(figs[-1], key="dla_rest", name="head_logits_rest")
     st.caption(t("wr.rest_help"))
     _csv(found, "head_logits.csv", "csv_head_logits")
