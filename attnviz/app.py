@@ -3,10 +3,11 @@
 import streamlit as st
 
 from attnviz import ui
+from attnviz.ui import language
 
 st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
 ui.url.migrate()  # older key names in a link (b_ablate) read as today's (wi_silence)
-ui.sidebar()
+language.seed_language()  # the titles below are translated
 
 explore = [
     st.Page(
@@ -36,4 +37,7 @@ moved = [
             visibility="hidden")
     for old, new in ui.url.PAGE_ALIASES.items()
 ]  # fmt: skip
-st.navigation({ui.t("nav.explore"): explore + moved, ui.t("nav.lesson"): lesson}).run()
+shown = st.navigation({ui.t("nav.explore"): explore + moved, ui.t("nav.lesson"): lesson})
+language.language_to_url()  # a ?lang=zh link: into the address bar now (reruns once)
+ui.sidebar()
+shown.run()

@@ -6,7 +6,7 @@ import streamlit as st
 
 from attnviz.i18n import LANGUAGES, examples, translate
 from attnviz.ui import projector, url
-from attnviz.ui.language import lang, seed_language, t
+from attnviz.ui.language import lang, t
 
 PAIR_SEP = "|||"
 
@@ -24,8 +24,8 @@ def _apply_example() -> None:
 
 
 def sidebar() -> None:
-    """Language, the sentence and its examples: shared by every page, kept in the URL."""
-    seed_language()
+    """Language, the sentence and its examples: shared by every page, kept in the URL. The app
+    seeds the language first (`seed_language`, before the page titles are translated)."""
     with st.sidebar:
         st.radio(
             translate("side.language"),

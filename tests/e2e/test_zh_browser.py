@@ -6,6 +6,8 @@ import re
 
 import pytest
 
+from tests.e2e.conftest import Page
+
 ZH = "lang=%E4%B8%AD%E6%96%87"
 # url path -> extra query: each page in a state that shows its tables and panels.
 PAGES = {
@@ -22,11 +24,14 @@ ENGLISH_DEFAULTS = re.compile(r"Choose options|Choose an option|No results|\bNon
 
 @pytest.mark.parametrize("path", list(PAGES))
 def test_chinese_page(path: str, page) -> None:
+    # Opened as a teacher types it (?lang=zh): the address bar names the language (the picker's
+    # label) from the first run, so a link copied at once reopens in Chinese (issue 34).
     p = page
-    query = "&".join(q for q in (ZH, PAGES[path]) if q)
+    query = "&".join(q for q in ("lang=zh", PAGES[path]) if q)
     p.open(f"{path}?{query}")
     p.wait_count('[data-testid="stPlotlyChart"]', 1, timeout=90, at_least=True)
     for _ in p.sizes():  # one run of the page, checked and shot at both window sizes
+        assert ZH in p.page.url and "lang=zh" not in p.page.url, p.page.url
         text = p.page.locator('[data-testid="stApp"]').inner_text()
         assert not ENGLISH_DEFAULTS.search(text), ENGLISH_DEFAULTS.search(text).group()
         labels = p.page.locator('[data-testid="stMetricLabel"]')
@@ -36,3 +41,17 @@ def test_chinese_page(path: str, page) -> None:
             )
             assert not cut, f"{labels.nth(i).inner_text()} at {p.size}"
         p.shot(f"zh-{path or 'playground'}")
+
+
+def test_a_chinese_browser_names_its_language_in_the_link_at_once(browser, server) -> None:
+    # No ?lang= in the link, a browser set to Chinese: the page opens in Chinese and the address
+    # bar says so from the first run (before: only after the first change).
+    p = Page(browser, server, locale="zh-CN")
+    try:
+        p.open("why_scale")
+        for _ in p.sizes():
+            assert ZH in p.page.url, p.page.url
+            assert p.page.locator("h1").first.inner_text().startswith("为什么")
+            p.shot("zh-browser-locale")
+    finally:
+        p.close()
