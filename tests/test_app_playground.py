@@ -138,3 +138,41 @@ def test_a_link_that_asks_for_english_wins_over_a_chinese_browser(monkeypatch) -
     monkeypatch.setattr("attnviz.ui.language.browser_locale", lambda: "zh-CN")
     at = app(query={"lang": "en"})
     assert not at.exception and at.title[0].value.startswith("Playground")
+
+
+CHINESE_DEFAULT = "那只动物没有过马路，因为它太累了。"
+
+
+@pytest.mark.parametrize(
+    "page", [None, "app_pages/masks.py", "app_pages/sharing.py", "app_pages/why_scale.py"]
+)
+def test_the_default_sentence_follows_the_language(page) -> None:
+    # Issue 34: with ?lang=zh the sidebar sentence stayed English on every page.
+    at = app(page, query={"lang": "zh"})
+    assert not at.exception and at.session_state["text"] == CHINESE_DEFAULT
+    at = app(page)
+    assert at.session_state["text"].startswith("The animal didn't cross")
+
+
+def test_the_pretrained_page_keeps_english_for_a_model_that_reads_no_chinese() -> None:
+    # The bundled all-MiniLM-L6-v2 turns most Chinese characters into [UNK]; attnviz's own
+    # character model reads both.
+    at = app("app_pages/pretrained.py", query={"lang": "zh"})
+    assert not at.exception and at.session_state["text"].startswith("The animal didn't")
+    at = app("app_pages/pretrained.py", query={"lang": "zh", "model": "attnviz-char-zh-en"})
+    assert not at.exception and at.session_state["text"] == CHINESE_DEFAULT
+
+
+def test_an_untouched_sentence_follows_a_language_switch_and_a_typed_one_stays() -> None:
+    at = app()
+    at.radio(key="lang").set_value("中文").run()
+    assert at.session_state["text"] == CHINESE_DEFAULT
+    at.radio(key="lang").set_value("English").run()
+    assert at.session_state["text"].startswith("The animal didn't cross")
+    at.selectbox(key="example").set_value("我爱水课").run()  # picked, not a default: it stays
+    at.radio(key="lang").set_value("中文").run()
+    at.radio(key="lang").set_value("English").run()
+    assert at.session_state["text"] == "我爱水课"
+    at.text_area(key="text").set_value("my own words").run()
+    at.radio(key="lang").set_value("中文").run()
+    assert not at.exception and at.session_state["text"] == "my own words"
