@@ -19,8 +19,6 @@ that can be drawn again), and a Back or Next run takes every key from the URL (`
 
 from __future__ import annotations
 
-import urllib.parse
-from functools import cache
 from pathlib import Path
 
 import streamlit as st
@@ -33,8 +31,9 @@ HIDDEN = f"<style>.st-key-{KEY} {{ display: none; }}</style>"  # a style only: n
 JS = Path(__file__).resolve().parent.parent / "assets" / "js" / "history.js"
 
 
-@cache
 def _component():
+    # Defined again each run: defined once a process (functools.cache), the module never reached
+    # the browser of a later session (checked in Chromium: tests/e2e/test_history_browser.py).
     return st.components.v2.component(NAME, js=JS.read_text(encoding="utf-8"))
 
 
@@ -51,5 +50,4 @@ def address_bar() -> None:
     ends on. Streamlit's navigation message, on a page's first run, resets the address bar to
     the bound widgets' keys after the run's own writes (view, layer, head... were lost in the
     browser though st.query_params held them); the rule writes them back into the same entry."""
-    pairs = [(name, value) for name in st.query_params for value in st.query_params.get_all(name)]
-    _component()(key=KEY, data={"query": urllib.parse.urlencode(pairs)})
+    _component()(key=KEY, data={"query": url.query_string()})
