@@ -2,7 +2,8 @@
 
 Public API: trace_text (the toy stack), load_model and trace_model (a pretrained model), show (any
 view in a notebook; "explore" for the interactive widget), rollout, next_tokens, Trace and
-LayerTrace (the tensors), StackConfig. The engine never imports streamlit. The pretrained-model
+LayerTrace (the tensors), StackConfig, head_roles (the head atlas) and atlas_corpus (the same over
+a corpus, on Ray). The engine never imports streamlit. The pretrained-model
 half (transformers) loads on first use.
 """
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from attnviz.engine.generate import generate
     from attnviz.engine.hooked import load_model, trace_model
     from attnviz.engine.roles import head_roles
+    from attnviz.serve.corpus_ray import atlas_corpus
     from attnviz.views.notebook import show
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "show",
     "generate",
     "head_roles",
+    "atlas_corpus",
     "bundled_models",
 ]
 
@@ -58,4 +61,9 @@ def __getattr__(name: str):
         from attnviz.engine.roles import head_roles
 
         return head_roles
+    if name == "atlas_corpus":
+        # The head atlas over a corpus on Ray workers (ray loads only here).
+        from attnviz.serve.corpus_ray import atlas_corpus
+
+        return atlas_corpus
     raise AttributeError(f"module 'attnviz' has no attribute {name!r}")

@@ -37,6 +37,9 @@ class Budget:
     # in seconds (ATTNVIZ_LAB_SECONDS), how many runs train at once per process (ATTNVIZ_LAB_RUNS)
     lab_seconds: int = 60
     lab_runs: int = 2
+    # ATTNVIZ_MAX_ATLAS_BYTES: a saved corpus atlas (atlas.parquet) the Atlas page opens, an upload
+    # or a file under ATTNVIZ_ATLAS_DIR (attnviz.serve.corpus)
+    max_atlas_bytes: int = 64 * MiB
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -50,6 +53,7 @@ PUBLIC_LIMITS = {
     "max_tokens": 256,
     "max_text_chars": 20_000,
     "max_model_work": 10**11,
+    "max_atlas_bytes": 16 * MiB,
 }  # unless ATTNVIZ_* set them
 
 

@@ -194,7 +194,7 @@ def roles_from_traces(
     return merge_sums(role_sums(traces, progress=progress, total=total))
 
 
-def _ordered(sums: pd.DataFrame) -> pd.DataFrame:
+def sorted_sums(sums: pd.DataFrame) -> pd.DataFrame:
     """Rows by text, then part (PARTS' order), layer and head: one order for every pooling."""
     rank = sums["part"].map({p: i for i, p in enumerate(PARTS)}).fillna(len(PARTS))
     order = np.lexsort((sums["head"], sums["layer"], rank, sums["text"]))
@@ -210,7 +210,7 @@ def merge_sums(sums: pd.DataFrame) -> pd.DataFrame:
         raise ValueError(f"these are not head-role sums: columns {missing[:4]} are missing")
     if sums.empty:
         raise ValueError("no text was measured: the atlas is empty")
-    sums = _ordered(sums)
+    sums = sorted_sums(sums)
     groups = sums.groupby(list(KEYS), sort=False)
     added = [f"{s}_{what}" for s in _ALL for what in ("sum", "n")] + ["n_repeats"]
     totals = groups[added].sum()  # [head rows]
