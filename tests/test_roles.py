@@ -29,6 +29,7 @@ from transformers import (
 from attnviz import StackConfig
 from attnviz.engine import roles
 from attnviz.engine.hooked import load_model, resolve
+from attnviz.engine.qkmap import qk_map
 from attnviz.engine.trace import LayerTrace, Trace
 
 ATOL = 1e-4
@@ -342,7 +343,7 @@ def test_qk_map_distance_tracks_the_dot_product():
     texts = hand_texts()[:3]
     traces = [model(text) for text in texts]
     n_q = sum(len(tr.tokens) for tr in traces)
-    points = roles.qk_map(traces, 0, 0, dims=64)
+    points = qk_map(traces, 0, 0, dims=64)
     assert len(points) == 2 * n_q and set(points.kind) == {"query", "key"}
     coords = torch.tensor(points[["x", "y", *[c for c in points if c.startswith("pc")]]].values)
     queries, keys = points.kind == "query", points.kind == "key"
@@ -372,5 +373,5 @@ def test_qk_map_uses_what_the_softmax_saw(tmp_path, tokenizer):
         q, k = layer.head("q", head), layer.head("k", head // 2)  # [n, d] each
         logits = (q @ k.T * layer.scale).masked_fill(~layer.mask, float("-inf"))
         assert torch.allclose(torch.softmax(logits, -1), layer.head("weights", head), atol=1e-5)
-    points = roles.qk_map([trace], 0, 3)
+    points = qk_map([trace], 0, 3)
     assert len(points) == 2 * len(trace.tokens) and points[["x", "y"]].notna().all().all()

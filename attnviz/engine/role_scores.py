@@ -27,7 +27,6 @@ SCORES = (
     "punctuation",
 )
 EXTRA = ("distance",)
-POSITIONAL = ("previous_token", "self", "duplicate_token", "induction", "distance")
 CONTEXT = 8  # tokens of context compared to find a repeated token's earlier occurrence
 INDUCTION_CONTEXT = 2  # induction reads rows whose token and the one before it came before
 

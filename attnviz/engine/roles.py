@@ -46,12 +46,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
-from attnviz.engine.role_scores import EXTRA, POSITIONAL, SCORES, Acc, layer_sums, repeats
+from attnviz.engine.role_scores import EXTRA, SCORES, Acc, layer_sums, repeats
 from attnviz.engine.trace import Trace
 
-__all__ = ["EXTRA", "POSITIONAL", "SCORES", "repeats"]  # re-exported: the table's names
 # A head passes a role when the role's score reaches this.
 THRESHOLDS = {
     "previous_token": 0.4,
@@ -349,6 +347,17 @@ def checked_texts(texts: object) -> list[str]:
     return texts
 
 
+def head_role_sums(
+    model: object,
+    texts: Iterable[str] | None = None,
+    progress: Callable[[int, int], object] | None = None,
+) -> pd.DataFrame:
+    """role_sums of `model` on `texts` (head_roles' arguments): the atlas before merging, which
+    merge_sums turns into head_roles' frame and text_scores slices by text."""
+    texts = checked_texts(probe_list("en") if texts is None else texts)
+    return role_sums(_tracer(model)(texts), progress=progress, total=len(texts))
+
+
 def head_roles(
     model: object,
     texts: Iterable[str] | None = None,
@@ -358,46 +367,8 @@ def head_roles(
     table pooled over all `texts` (default: the English probe set, `probe_list("en")`), every
     role it passes (`roles`, comma-separated), its primary `role`, and where it shows that role
     most (`example_text`, `example_row`, `example_key`: the text's index, the query row and the
-    key). `model`: load_model()'s model (encoder, decoder or
-    encoder-decoder: each part's blocks get rows), a StackConfig (the toy stack) or a function
-    text -> Trace. Each text is traced alone, through the same checks and limits as trace_model;
-    `progress(done, total)` is called after each text."""
-    texts = checked_texts(probe_list("en") if texts is None else texts)
-    return roles_from_traces(_tracer(model)(texts), progress, len(texts))
-
-
-def qk_map(traces: Sequence[Trace], layer: int, head: int, dims: int = 2) -> pd.DataFrame:
-    """One head's queries and keys over several texts in one 2-D projection, as AttentionViz
-    draws them: keys translated so that their mean is the queries' mean (q·k moves by the same
-    amount for every key of a query, so the weights do not change), then q scaled by c and k by
-    1/c with c² = mean |k| / mean |q| (q·k unchanged, both clouds the same size), so that a short
-    distance means a large q·k; then PCA (torch). The q and k are the ones the model's softmax
-    saw: after RoPE, and for grouped-query attention the keys of the head's K/V group. One row a
-    point: x, y, kind ("query" / "key"), text, position, token; with dims > 2, the further
-    principal components as pc2, pc3, ... (all of them keep every distance)."""
-    qs, ks, rows = [], [], []
-    for t, trace in enumerate(traces):
-        block = trace.layers[layer]
-        group = block.n_heads // block.n_kv_heads  # query heads per K/V head
-        q = block.head("q", head)  # [n_q, d_head]
-        k = block.head("k", head // group)  # [n_k, d_head]
-        qs.append(q)
-        ks.append(k)
-        rows += [("query", t, i, tok) for i, tok in enumerate(trace.tokens)]
-    keys = [
-        ("key", t, j, tok) for t, tr in enumerate(traces) for j, tok in enumerate(tr.key_tokens)
-    ]
-    q, k = torch.cat(qs).double(), torch.cat(ks).double()  # [N_q, d], [N_k, d]
-    k = k - k.mean(0) + q.mean(0)
-    c = (k.norm(dim=-1).mean() / q.norm(dim=-1).mean().clamp_min(1e-12)).sqrt()
-    points = torch.cat([q * c, k / c])  # [N_q + N_k, d]
-    points = points - points.mean(0)
-    _, _, v = torch.linalg.svd(points, full_matrices=False)  # principal axes in v's rows
-    xy = (points @ v[: max(2, dims)].T).float()  # [N, dims]
-    if xy.shape[1] < 2:  # d_head 1
-        xy = torch.cat([xy, torch.zeros(len(xy), 1)], 1)
-    frame = pd.DataFrame(rows + keys, columns=["kind", "text", "position", "token"])
-    frame["x"], frame["y"] = xy[:, 0].tolist(), xy[:, 1].tolist()
-    for d in range(2, xy.shape[1]):
-        frame[f"pc{d}"] = xy[:, d].tolist()
-    return frame
+    key). `model`: load_model()'s model (encoder, decoder or encoder-decoder: each part's blocks
+    get rows), a StackConfig (the toy stack) or a function text -> Trace. Each text is traced
+    alone, through the same checks and limits as trace_model; `progress(done, total)` is called
+    after each text."""
+    return merge_sums(head_role_sums(model, texts, progress))

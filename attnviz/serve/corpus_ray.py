@@ -87,9 +87,21 @@ def check_address(address: str | None) -> str | None:
     return address
 
 
+def _ray():
+    """The ray module, or a ValueError that says how to install it."""
+    try:
+        import ray
+    except ImportError as err:
+        raise ValueError(
+            "the corpus atlas runs on Ray, which is not installed: pip install 'attnviz[corpus]' "
+            "(or ray==2.60.0)"
+        ) from err
+    return ray
+
+
 def _connect(address: str | None) -> bool:
     """Ray started or joined; True when this call started it (and so stops it)."""
-    import ray
+    ray = _ray()
 
     if ray.is_initialized():
         return False
@@ -312,6 +324,7 @@ def atlas_corpus(
     True draws a bar on stderr, a function gets a Progress after each part."""
     corpus = _corpus(texts)
     address = check_address(address)
+    _ray()
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                 or workers < 1):  # fmt: skip
         raise ValueError(f"--workers {workers!r}: give a whole number, 1 or more")
