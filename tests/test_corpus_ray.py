@@ -11,7 +11,6 @@ The workers are named actors, reused by the three runs (each start costs seconds
 
 from __future__ import annotations
 
-import os
 import re
 
 import pyarrow.parquet as pq
@@ -42,9 +41,7 @@ def corpus_texts() -> list[str]:
 
 @pytest.fixture(scope="module")
 def local_ray():
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=128 * 2**20,
-             log_to_driver=False, logging_level="WARNING")  # fmt: skip
+    corpus_ray.start_local(num_cpus=2)
     yield
     ray.shutdown()
 

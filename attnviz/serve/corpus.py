@@ -123,7 +123,7 @@ def score_batch(model, items: list[tuple[int, str]], max_tokens: int) -> dict:
     [(id, reason)], "tokens": {id: n}}."""
     from attnviz.engine.hooked import trace_model
 
-    skipped, tokens, kept, traces = [], {}, [], []
+    skipped, tokens, parts = [], {}, []
     most_chars = budget().max_text_chars
     for text_id, text in items:
         if len(text) > most_chars:
@@ -142,9 +142,9 @@ def score_batch(model, items: list[tuple[int, str]], max_tokens: int) -> dict:
         if trace.truncated:  # the count above and the trace disagree: never keep a cut text
             skipped.append((text_id, f"{trace.n_input_tokens:,} tokens > {max_tokens:,}"))
             continue
-        kept.append(text_id)
-        traces.append(trace)
-    sums = roles.role_sums(iter(traces), text_ids=kept) if traces else roles.role_sums([])
+        parts.append(roles.role_sums([trace], text_ids=[text_id]))  # one trace held at a time
+        del trace
+    sums = pd.concat(parts, ignore_index=True) if parts else roles.role_sums([])
     return {"sums": sums, "skipped": skipped, "tokens": tokens}
 
 

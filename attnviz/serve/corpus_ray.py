@@ -99,17 +99,32 @@ def _ray():
     return ray
 
 
+def start_local(num_cpus: int | None = None, tries: int = 3) -> None:
+    """Ray on this machine, quietly (no dashboard, no usage report; objects here are a few KB of
+    sums a text). Ray gives its raylet 30 s to register and says "timed out during startup" past
+    that, which a busy 2-core machine reached: such a start is retried."""
+    ray = _ray()
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # nothing leaves this machine
+    for attempt in range(tries):
+        try:
+            ray.init(num_cpus=num_cpus, object_store_memory=256 * MiB, include_dashboard=False,
+                     log_to_driver=False, logging_level="WARNING")  # fmt: skip
+            return
+        except Exception as err:  # noqa: BLE001 - Ray raises a bare Exception for this one
+            ray.shutdown()
+            if "timed out during startup" not in str(err) or attempt == tries - 1:
+                raise
+
+
 def _connect(address: str | None) -> bool:
     """Ray started or joined; True when this call started it (and so stops it)."""
     ray = _ray()
 
     if ray.is_initialized():
         return False
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # nothing leaves this machine
     try:
-        if address is None:  # objects here are a few KB of sums a text
-            ray.init(object_store_memory=256 * MiB, include_dashboard=False, log_to_driver=False,
-                     logging_level="WARNING")  # fmt: skip
+        if address is None:
+            start_local()
         else:
             ray.init(address=address, log_to_driver=False)
     except ConnectionError as err:

@@ -112,10 +112,11 @@ def grid(
     layout = dict(
         title=dict(text=title, font=dict(size=15)),
         font=FONT,
-        height=170 + cell * n_layers,
-        margin=dict(l=60, r=20, t=50, b=50),
+        height=200 + cell * n_layers,
+        margin=dict(l=60, r=20, t=50, b=80),
         plot_bgcolor="white",
-        legend=dict(orientation="h", y=-0.12, x=0),
+        # below the head axis's title at any number of layers (a fraction of the plot's height)
+        legend=dict(orientation="h", x=0, yanchor="top", y=-52 / (70 + cell * n_layers)),
         clickmode="event+select",
         dragmode=False,
         shapes=shapes,
