@@ -4,10 +4,12 @@ the run's wall time with Ray's and the workers' start, and the peak memory of ea
 
 Run:  .venv/bin/python bench/corpus.py [--model NAME ...] [--texts 200] [--workers 1,2]
                                        [--gpus-per-worker G] [--max-tokens N] [--no-ray]
+                                       [--long 4096]
 
 Default models: the bundled all-MiniLM-L6-v2 and attnviz-char-zh-en; any name load_model takes
 works (the largest bundled model: --model gemma-3-270m). --gpus-per-worker 1 puts each worker
 (and the baseline) on a GPU. --no-ray measures the baseline alone (a machine without Ray).
+--long N first scores one document of N tokens (a lean trace) and prints its time and memory.
 Every measurement runs in a fresh process (memory is compared), one torch thread per worker.
 The corpus: texts of 2-3 sentences drawn (seeded) from the probe sets' sentences and passages,
 both languages, each under 240 characters, so every bundled model takes them whole.
@@ -106,11 +108,41 @@ def child_ray(args) -> dict:
             "first_part": first_t - t1, "peaks": peaks, "driver_rss": peak_rss()}  # fmt: skip
 
 
+def child_long(args) -> dict:
+    """One long document through bench/long_context.py's model (4 layers, 8 heads, 2 K/V heads,
+    d_model 256): its lean trace, then its role sums band by band; peak RSS after each."""
+    import torch
+
+    torch.set_num_threads(1)
+    sys.path.insert(0, str(ROOT / "bench"))
+    from long_context import build, text_of
+
+    from attnviz.engine import roles
+    from attnviz.engine.hooked import load_model, trace_model
+
+    with tempfile.TemporaryDirectory() as folder:
+        build(folder)
+        model = load_model(folder, device="cpu")
+    n = args.long
+    t0 = time.perf_counter()
+    trace = trace_model(model, text_of(n), max_length=n)
+    traced, rss_trace = time.perf_counter() - t0, peak_rss()
+    t1 = time.perf_counter()
+    roles.role_sums([trace])
+    scored = time.perf_counter() - t1
+    layer = trace.layers[0]
+    return {"n": len(trace.tokens), "lean": bool(trace.meta["lean"]), "trace_s": traced,
+            "score_s": scored, "rss_trace": rss_trace, "rss_scored": peak_rss(),
+            "nn_bytes": 4 * layer.n_heads * layer.n_q * layer.n_k}  # fmt: skip
+
+
 def fresh(kind: str, model: str, texts_file: str, args, workers: int = 0) -> dict:
     cmd = [sys.executable, __file__, "--child", kind, "--model", model, "--texts-file", texts_file,
            "--workers", str(workers), "--gpus-per-worker", str(args.gpus_per_worker)]  # fmt: skip
     if args.max_tokens:
         cmd += ["--max-tokens", str(args.max_tokens)]
+    if args.long:
+        cmd += ["--long", str(args.long)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     if done.returncode:
@@ -130,17 +162,30 @@ def main() -> None:
     parser.add_argument("--gpus-per-worker", type=float, default=0)
     parser.add_argument("--max-tokens", type=int)
     parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--long", type=int, help="also one document of this many tokens (lean)")
     parser.add_argument("--child")
     parser.add_argument("--texts-file")
     args = parser.parse_args()
     if args.child:
         args.workers, args.model = int(args.workers), args.model[0]
-        fn = child_baseline if args.child == "baseline" else child_ray
+        fn = {"baseline": child_baseline, "ray": child_ray, "long": child_long}[args.child]
         print(json.dumps(fn(args)))
         return
+    import importlib.util
+
+    if not args.no_ray and importlib.util.find_spec("ray") is None:
+        print("Ray is not installed here (pip install ray==2.60.0): the one-process baseline only")
+        args.no_ray = True
     load = os.getloadavg()[0]
     print(f"{os.cpu_count()} cores, load average {load:.1f}; {args.texts} texts; one torch "
           f"thread per worker; {'GPU' if args.gpus_per_worker else 'CPU'}")  # fmt: skip
+    if args.long:
+        r = fresh("long", "", "", args)
+        print(f"one document of {r['n']:,} tokens ({'lean' if r['lean'] else 'full'} trace), "
+              f"bench/long_context.py's model: traced in {r['trace_s']:.1f} s (peak RSS "
+              f"{mib(r['rss_trace'])}), role sums band by band in {r['score_s']:.1f} s (peak RSS "
+              f"{mib(r['rss_scored'])}); one layer's n x n weights of every head would be "
+              f"{mib(r['nn_bytes'])}")  # fmt: skip
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "texts.txt"
         path.write_text("\n".join(corpus(args.texts)) + "\n", encoding="utf-8")

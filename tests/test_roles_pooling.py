@@ -206,3 +206,23 @@ def test_parts_merge_to_the_whole_and_slice_by_text(char_model):
         roles.merge_sums(pd.DataFrame({"text": [0]}))
     with pytest.raises(ValueError, match="empty"):
         roles.merge_sums(whole.iloc[:0])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (a lent GPU)")
+def test_cuda_traces_give_the_cpu_sums(monkeypatch):
+    """A GPU worker's sums (the trace and the bands on the device, full and lean) equal the
+    CPU's within float32 recomputation."""
+    cpu, gpu = (load_model("attnviz-char-zh-en", device=d) for d in ("cpu", "cuda"))
+    for full_bytes in (None, "1"):
+        if full_bytes:
+            monkeypatch.setenv("ATTNVIZ_FULL_TRACE_BYTES", full_bytes)
+        budget_module.budget.cache_clear()
+        try:
+            want = roles.role_sums([trace_model(cpu, text) for text in TEXTS])
+            got = roles.role_sums([trace_model(gpu, text) for text in TEXTS])
+        finally:
+            monkeypatch.delenv("ATTNVIZ_FULL_TRACE_BYTES", raising=False)
+            budget_module.budget.cache_clear()
+        shown = [c for c in roles.merge_sums(want).columns if not c.startswith("example_")]
+        pd.testing.assert_frame_equal(roles.merge_sums(got)[shown], roles.merge_sums(want)[shown],
+                                      atol=5e-5, rtol=1e-5)  # fmt: skip

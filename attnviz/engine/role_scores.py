@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attnviz.engine.bands import BAND_CELLS, _band, allowed_counts
+from attnviz.engine.bands import BAND_CELLS, LN2, _band, allowed_counts
 
 SCORES = (
     "previous_token",
@@ -112,17 +112,19 @@ def _allowed(layer, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
     return mask[rows, cols]
 
 
-def bands(layer) -> Iterator[tuple[int, int, int, torch.Tensor]]:
-    """(r0, r1, c0, w): every head's weights w [head, r1 - r0, c] of query rows r0..r1-1 on keys
-    c0..c0+c-1 (the keys those rows may see), where the trace lives; masked weights are 0."""
+def bands(layer) -> Iterator[tuple[int, int, int, torch.Tensor, torch.Tensor | None]]:
+    """(r0, r1, c0, w, log2 w): every head's weights w [head, r1 - r0, c] of query rows
+    r0..r1-1 on keys c0..c0+c-1 (the keys those rows may see), where the trace lives; masked
+    weights are 0. A lean layer's band comes with the exponent it was made from (log2 of the
+    weights where they are not masked), so the entropy needs no log; a full layer's with None."""
     if not layer.lean:
-        yield 0, layer.n_q, 0, layer.stored("weights").float()
+        yield 0, layer.n_q, 0, layer.stored("weights").float(), None
         return
     step = max(16, BAND_CELLS // max(1, layer.n_heads * layer.n_k))
     for r0 in range(0, layer.n_q, step):
         r1 = min(layer.n_q, r0 + step)
-        w, _, c0, _ = _band(layer, r0, r1)
-        yield r0, r1, c0, w
+        w, expo, c0, _ = _band(layer, r0, r1)
+        yield r0, r1, c0, w, expo
 
 
 def _at(
@@ -150,31 +152,37 @@ def layer_sums(
     pair_i = torch.tensor([p[0] for p in pairs], dtype=torch.long)  # [p]
     pair_j = torch.tensor([p[1] for p in pairs], dtype=torch.long)  # [p]
     pair_m = torch.tensor([p[2] for p in pairs], dtype=torch.long)  # [p]
-    for r0, r1, c0, w in bands(layer):
+    for r0, r1, c0, w, expo in bands(layer):
         dev, c = w.device, w.shape[-1]
         rows = torch.arange(r0, r1)  # [r]
         live = wide[r0:r1]  # [r]
         t = live.nonzero()[:, 0]  # [r'] the band's counted rows
-        wt = w[:, t.to(dev)]  # [head, r', c]
+        every = len(t) == len(rows)
+        wt = w if every else w[:, t.to(dev)]  # [head, r', c]
+        top = wt.argmax(-1) + c0  # [head, r'] the key each counted row weighs most
         keys = torch.arange(c0, c0 + c)  # [c]
         later = live & (rows >= 1)
         zero = torch.zeros_like(rows)
         _at(acc["first_token"], w, c0, rows, later & _allowed(layer, rows, zero), zero)
-        entropy = torch.special.entr(wt).sum(-1)  # [head, r'] nats
+        if expo is None:
+            entropy = torch.special.entr(wt).sum(-1)  # [head, r'] nats
+        else:  # H = -sum w ln w, ln w = log2 w · ln 2 (masked cells have w = 0)
+            et = expo if every else expo[:, t.to(dev)]  # [head, r', c]
+            entropy = (wt * et).sum(-1) * -LN2
         entropy = entropy / seen[rows[t]].to(dev, torch.float64).log()
-        acc["entropy"].add(entropy, rows[t], wt.argmax(-1) + c0)
+        acc["entropy"].add(entropy, rows[t], top)
         for name, positions in keysets.items():
             on = torch.tensor([p - c0 for p in positions if c0 <= p < c0 + c], dtype=torch.long)
             part = wt[..., on.to(dev)]  # [head, r', p]
-            top = on.to(dev)[part.argmax(-1)] + c0 if len(on) else torch.zeros_like(t)
-            acc[name].add(part.sum(-1), rows[t], top)
+            at_key = on.to(dev)[part.argmax(-1)] + c0 if len(on) else torch.zeros_like(t)
+            acc[name].add(part.sum(-1), rows[t], at_key)
         if cross:
             continue
         prev = (rows - 1).clamp_min(0)
         _at(acc["previous_token"], w, c0, rows, later & _allowed(layer, rows, prev), prev)
         _at(acc["self"], w, c0, rows, live & _allowed(layer, rows, rows), rows)
         dist = (rows[t][:, None] - keys[None, :]).abs().to(dev, w.dtype)  # [r', c]
-        acc["distance"].add((wt * dist).sum(-1), rows[t], wt.argmax(-1) + c0)
+        acc["distance"].add((wt * dist).sum(-1), rows[t], top)
         inside = (pair_i >= r0) & (pair_i < r1)
         i, j = pair_i[inside], pair_j[inside]  # [p'] repeats whose row is in the band
         span = pair_m[inside] >= INDUCTION_CONTEXT  # [p'] inside a repeated stretch of text
