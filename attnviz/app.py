@@ -5,6 +5,7 @@ import streamlit as st
 from attnviz import ui
 
 st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
+ui.url.migrate()  # older key names in a link (b_ablate) read as today's (wi_silence)
 ui.sidebar()
 
 explore = [
@@ -14,11 +15,12 @@ explore = [
         icon=":material/tune:",
         default=True,
     ),
-    st.Page("app_pages/bert.py", title=ui.t("nav.bert"), icon=":material/psychology:"),
+    st.Page("app_pages/pretrained.py", title=ui.t("nav.bert"), icon=":material/psychology:"),
     st.Page("app_pages/generate.py", title=ui.t("nav.generate"), icon=":material/auto_awesome:"),
     st.Page("app_pages/atlas.py", title=ui.t("nav.atlas"), icon=":material/grid_view:"),
 ]
-# The classroom pages in teaching order (attnviz.lessons.path; the lesson ends on the BERT page).
+# The classroom pages in teaching order (attnviz.lessons.path; the lesson ends on the Pretrained
+# page).
 lesson = [
     st.Page("app_pages/step_by_step.py", title=ui.t("nav.steps"), icon=":material/footprint:"),
     st.Page("app_pages/why_scale.py", title=ui.t("nav.why_scale"), icon=":material/functions:"),
@@ -28,4 +30,10 @@ lesson = [
     st.Page("app_pages/sharing.py", title=ui.t("nav.sharing"), icon=":material/share:"),
     st.Page("app_pages/positions.py", title=ui.t("nav.positions"), icon=":material/swap_horiz:"),
 ]
-st.navigation({ui.t("nav.explore"): explore, ui.t("nav.lesson"): lesson}).run()
+# Older paths (/bert) open today's page with the same link; not listed in the menu.
+moved = [
+    st.Page(lambda new=new: ui.url.redirect(new), title=ui.t("nav.bert"), url_path=old,
+            visibility="hidden")
+    for old, new in ui.url.PAGE_ALIASES.items()
+]  # fmt: skip
+st.navigation({ui.t("nav.explore"): explore + moved, ui.t("nav.lesson"): lesson}).run()

@@ -16,7 +16,7 @@ APP = str(APP_DIR / "app.py")
 
 
 def app(page: str | None = None, query: dict | None = None) -> AppTest:
-    if page and ("bert" in page or "atlas" in page):
+    if page and ("pretrained" in page or "atlas" in page):
         # AppTest has no browser to rerun the page once the background load is done: wait here.
         from attnviz.serve import warmup
 

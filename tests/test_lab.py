@@ -13,7 +13,6 @@ import torch
 
 from attnviz.engine.lab import (
     INDUCTION_THRESHOLD,
-    LAB_RUNS,
     LAB_SECONDS,
     AttentionOnly,
     LabConfig,
@@ -111,7 +110,7 @@ def test_bad_settings_get_clear_messages(settings, message) -> None:
 
 def test_a_run_stops_when_asked_and_the_server_refuses_more_than_lab_runs() -> None:
     long = LabConfig(steps=2000)
-    started = [jobs.start([long]) for _ in range(LAB_RUNS)]
+    started = [jobs.start([long]) for _ in range(jobs.LAB_RUNS)]
     try:
         with pytest.raises(jobs.Busy, match="already"):
             jobs.start([long])

@@ -12,7 +12,7 @@ t = ui.t
 st.title(t("at.title"))
 st.caption(t("at.intro"))
 
-model = model_key = None
+model = None
 if atlas_saved.pick_source() == "saved":
     data = atlas_saved.open_saved()
     if data is None:
@@ -29,7 +29,6 @@ else:
     model = models.get_model(name.strip() or None, "auto")
     if model is None:
         st.stop()
-    model_key = (model.name, model.device, "float32")
     pretrained.summary(model)
     with st.expander(t("at.texts"), expanded=False):
         probes = atlas.probe_language(model)
@@ -39,7 +38,7 @@ else:
         st.warning(t("at.too_many", n=len(texts), most=atlas.roles.MAX_TEXTS))
         texts = texts[: atlas.roles.MAX_TEXTS]
     st.caption(t("at.texts_count", n=len(texts), own=len(own)))
-    data = atlas.measure(model, model_key, texts)
+    data = atlas.measure(model, texts)
     if data is None:
         st.stop()
 
@@ -48,8 +47,8 @@ rows = data.frame[data.frame.part == part]
 layer, head = atlas.pick_head(rows)
 atlas.grid(rows, part, (layer, head))
 row = rows[(rows.layer == layer) & (rows["head"] == head)].iloc[0]
-atlas_head.head_card(model, model_key, data, row, part)
+atlas_head.head_card(model, data, row, part)
 if model is not None:
-    atlas_head.qk_map(model, model_key, data.texts, part, layer, head)
+    atlas_head.qk_map(model, data.texts, part, layer, head)
 atlas.head_table(rows)
 atlas.how_to_read()

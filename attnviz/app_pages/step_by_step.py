@@ -29,7 +29,7 @@ try:
         ui.text() if own else "我爱水课", d_k, use_scale, causal, float(temperature)
     )
 except (ValueError, TypeError) as err:
-    st.info(t("err.empty") if "empty" in str(err) else markup.escape(err))
+    st.info(ui.input_problem(err))
     st.stop()
 
 n, d = len(wt.tokens), wt.d_k

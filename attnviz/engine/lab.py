@@ -24,10 +24,9 @@ from attnviz.engine.attention import masked_softmax
 from attnviz.engine.budget import budget, size
 
 INDUCTION_THRESHOLD = 0.5  # a head "is" an induction head once its score passes this
-# A run's wall-clock limit and how many runs may train at once in one process: the budget's
-# lab_seconds and lab_runs (ATTNVIZ_LAB_SECONDS, ATTNVIZ_LAB_RUNS).
+# A run's wall-clock limit: the budget's lab_seconds (ATTNVIZ_LAB_SECONDS). How many runs train at
+# once is the server's (attnviz.serve.settings: lab_runs).
 LAB_SECONDS = float(budget().lab_seconds)
-LAB_RUNS = budget().lab_runs
 MAX_STEPS = 5000
 HELD_OUT = 64  # sequences every measurement is made on (the same ones all run long)
 LAB_WORK_PER_BUDGET = 20  # a run may do this many times the work of one trace (max_work)

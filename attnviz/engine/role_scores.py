@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attnviz.engine.bands import BAND_CELLS, LN2, _band, allowed_counts
+from attnviz.engine.bands import BAND_CELLS, LN2, allowed_counts, band
 
 SCORES = (
     "previous_token",
@@ -123,7 +123,7 @@ def bands(layer) -> Iterator[tuple[int, int, int, torch.Tensor, torch.Tensor | N
     step = max(16, BAND_CELLS // max(1, layer.n_heads * layer.n_k))
     for r0 in range(0, layer.n_q, step):
         r1 = min(layer.n_q, r0 + step)
-        w, expo, c0, _ = _band(layer, r0, r1)
+        w, expo, c0, _ = band(layer, r0, r1)
         yield r0, r1, c0, w, expo
 
 

@@ -109,10 +109,10 @@ def own_texts() -> list[str]:
     return texts
 
 
-def measure(model, model_key: tuple, texts: list[str]) -> Atlas | None:
+def measure(model, texts: list[str]) -> Atlas | None:
     """The atlas of the model on the texts (roles.head_role_sums, merged): from the per-process
     cache, else measured here with a progress bar and a stop button (None when stopped)."""
-    key = (model_key, tuple(texts))
+    key = (model.key, tuple(texts))
     with _lock:
         if key in _atlases:
             _atlases.move_to_end(key)

@@ -15,7 +15,7 @@ from attnviz.serve.public import allowed_models, public
 from attnviz.ui import markup, url
 from attnviz.ui.atlas import Atlas, clickable, role_label, score_label
 from attnviz.ui.language import t
-from attnviz.ui.models import model_trace
+from attnviz.ui.models import model_trace, request
 from attnviz.ui.widgets import chart, table
 from attnviz.views import atlas as figures
 from attnviz.views.spec import escape
@@ -36,7 +36,7 @@ def _example_score(row: pd.Series) -> str:
     return roles.ROLE_SCORE[role or passed[0]]
 
 
-def head_card(model, model_key: tuple, atlas: Atlas, row: pd.Series, part: str) -> None:
+def head_card(model, atlas: Atlas, row: pd.Series, part: str) -> None:
     """One head: every role it passes, its scores, the example where it shows a role most (as
     bars over its keys when the model is here to trace it), with a link that opens it in the
     Pretrained model page's Head detail, the cell outlined; then the texts where it is
@@ -56,7 +56,7 @@ def head_card(model, model_key: tuple, atlas: Atlas, row: pd.Series, part: str) 
         text, whole, source = atlas.text(int(example.text))
         i, k = int(example.row), int(example.key)
         if model is not None and whole:
-            trace = model_trace(model, model_key, text, None).part(part)
+            trace = model_trace(model, request(model, text)).part(part)
             weights = trace.layers[layer].head("weights", head)[i].tolist()  # [n_k]
             title = t(
                 "at.example_title",
@@ -119,9 +119,9 @@ def detail_link(
     if model_name != DEFAULT_NAME:
         params["model"] = model_name
     if part != "encoder":
-        params["b_part"] = part
+        params["part"] = part
     # Relative to this page (<base>/atlas), so it works behind a reverse proxy's path too.
-    href = "bert?" + urlencode(params, quote_via=quote)
+    href = "pretrained?" + urlencode(params, quote_via=quote)
     st.link_button(t("at.open_detail"), href, icon=":material/open_in_new:", key=key)
 
 
@@ -143,7 +143,7 @@ def _token_kind(token: str, position: int, special: set[int]) -> str:
     return "punctuation" if roles.is_punctuation(token) else "word"
 
 
-def qk_map(model, model_key: tuple, texts: list[str], part: str, layer: int, head: int) -> None:
+def qk_map(model, texts: list[str], part: str, layer: int, head: int) -> None:
     """The Q/K map of the head (AttentionViz's joint embedding), on request: every query and key
     of the measured texts in one plane; a click on a point opens its row in Head detail."""
     st.subheader(t("at.qk_title"))
@@ -160,7 +160,7 @@ def qk_map(model, model_key: tuple, texts: list[str], part: str, layer: int, hea
     bar = st.progress(0.0, text=t("at.qk_tracing", done=0, total=len(texts)))
     traces = []
     for n, text in enumerate(texts, 1):
-        traces.append(model_trace(model, model_key, text, None).part(part))
+        traces.append(model_trace(model, request(model, text)).part(part))
         bar.progress(n / len(texts), text=t("at.qk_tracing", done=n, total=len(texts)))
     bar.empty()
     points = qk_points(traces, layer, head)

@@ -18,7 +18,8 @@ from attnviz.ui import markup, url
 from attnviz.ui.language import t
 from attnviz.ui.models import get_model
 from attnviz.ui.widgets import chart
-from attnviz.views import heatmaps, training
+from attnviz.views import training
+from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 
 
 def decoder():
@@ -125,10 +126,12 @@ def show(g: Generation) -> None:
     c4.metric(t("gen.sink"), f"{sink:.0%}", help=t("gen.sink_help", u=1 / n_k))
     rows = s.weights.reshape(g.n_layers * g.n_heads, n_k)  # [layer * head, n_k]
     heads = [f"L{la}H{h}" for la in range(g.n_layers) for h in range(g.n_heads)]
-    fig = heatmaps.heatmap(
-        rows, labels, heads, title=t("gen.rows_title", tok=g.tokens[s.position], step=step),
-        value_name=t("w.weights"), zmin=0.0, zmax=1.0, x_title=t("w.key"), y_title=t("gen.head"),
-        height=max(320, 22 * len(heads) + 160), auto_ticks=n_k > 40,
+    ticks = None if n_k > 40 else 48  # past 40 keys: as many labels as the pixels allow
+    fig = draw_map(
+        rows, Axis(labels, t("w.key"), ticks=ticks), Axis(heads, t("gen.head"), ticks=ticks),
+        Colour(zmin=0.0, zmax=1.0, value=t("w.weights")), Marks(),
+        Frame(t("gen.rows_title", tok=g.tokens[s.position], step=step),
+              max(320, 22 * len(heads) + 160)),
     )  # fmt: skip
     chart(fig, key="gen_rows", name=f"generate_step_{step}")
     left, right = st.columns(2)
@@ -145,7 +148,7 @@ def show(g: Generation) -> None:
         fig = training.curves(
             {t("gen.sink_series"): (xs, sinks), t("gen.uniform_series"): (xs, uniform)},
             title=t("gen.sink_title"), x_title=t("gen.cache_x"), y_title=t("w.weights"),
-            marks={str(step): xs[step]}, height=300, from_zero=False,
+            guides=training.Guides(marks={str(step): xs[step]}), height=300, from_zero=False,
         )  # fmt: skip
         chart(fig, key="gen_sink")
     st.markdown(t("gen.sink_explained", sink=sink, u=1 / n_k))

@@ -109,7 +109,7 @@ def _induction() -> None:
                 {t("lab.loss_repeat"): (xs, [p.loss for p in pts]),
                  t("lab.loss_first"): (xs, [p.loss_first for p in pts])},
                 title=t("lab.loss_title"), x_title=t("lab.step"), y_title=t("lab.loss"),
-                marks=marks,
+                guides=training.Guides(marks=marks),
             )  # fmt: skip
             chart(fig, key="lab_loss")
         with right:
@@ -119,8 +119,9 @@ def _induction() -> None:
             }
             fig = training.curves(
                 series, title=t("lab.ind_title"), x_title=t("lab.step"),
-                y_title=t("lab.ind_score"), threshold=INDUCTION_THRESHOLD,
-                threshold_name=t("lab.threshold", x=INDUCTION_THRESHOLD), marks=marks,
+                y_title=t("lab.ind_score"), guides=training.Guides(
+                    INDUCTION_THRESHOLD, t("lab.threshold", x=INDUCTION_THRESHOLD), marks
+                ),
             )  # fmt: skip
             chart(fig, key="lab_induction")
         last = pts[-1]

@@ -72,3 +72,12 @@ def said(err: BaseException) -> str:
     """An engine error's message in the page's language: one raised with an attnviz.i18n.Message
     (the budget's refusals) is translated; any other as it is. Not escaped."""
     return in_language(err.args[0], lang()) if err.args else str(err)
+
+
+def input_problem(err: BaseException) -> str:
+    """What to tell the user about a text the engine refused, escaped for Markdown: the page's
+    own words for an empty one (attnviz.engine.errors.EmptyInput), else the engine's message."""
+    from attnviz.engine.errors import EmptyInput
+    from attnviz.ui import markup
+
+    return t("err.empty") if isinstance(err, EmptyInput) else markup.escape(said(err))

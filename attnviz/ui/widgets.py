@@ -41,25 +41,16 @@ def chart(fig, key: str | None = None, name: str | None = None, **kwargs) -> obj
 
 def numbers(matrix, cols, rows, title: str, key: str, highlight: int | None = None, signed=True):
     """A small matrix drawn with its numbers in the cells."""
-    from attnviz.views import heatmaps
+    from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 
     n = len(rows)
-    fig = heatmaps.heatmap(
-        matrix,
-        cols,
-        rows,
-        title=title,
-        value_name="",
-        signed=signed,
-        zmin=0.0 if not signed else None,
-        zmax=1.0 if not signed else None,
-        show_values=True,
-        highlight_row=highlight,
-        height=max(220, 44 * n + 110),
-        show_scale=False,
-        x_title="",
-        y_title="",
-    )
+    colour = Colour.diverging("", show_bar=False) if signed else Colour(
+        zmin=0.0, zmax=1.0, value="", show_bar=False
+    )  # fmt: skip
+    fig = draw_map(
+        matrix, Axis(cols), Axis(rows), colour, Marks(numbers=True, row=highlight),
+        Frame(title, max(220, 44 * n + 110)),
+    )  # fmt: skip
     if sum(len(str(c)) for c in cols) <= 36:  # longer token labels would run together flat
         fig.update_xaxes(tickangle=0)
     chart(fig, key=key)

@@ -80,6 +80,12 @@ def to_json(trace: Trace, text: str, pair: str | None = None) -> str:
     return json.dumps(record(trace, text, pair), ensure_ascii=False, separators=(",", ":"))
 
 
+def exportable(trace: Trace) -> bool:
+    """Whether the trace can be written whole: a lean one (a long input) would build every head's
+    n x n weights for the file."""
+    return not any(layer.lean for layer in trace.layers)
+
+
 def json_bytes_estimate(trace: Trace) -> int:
     """About how many bytes `to_json` writes: ~6 per weight ("0.123,") plus the tokens."""
     n_q, n_k = len(trace.tokens), len(trace.key_tokens)

@@ -31,6 +31,32 @@ def matrix_frame(
     )
 
 
+def head_weights(
+    trace: Trace, layer: int, head: int, window: tuple[int, int]
+) -> tuple[torch.Tensor, list[str], list[str]]:
+    """One head's weights for a download, with their query and key tokens: the whole map, or for
+    a lean trace (which never holds one whole) the window's block. A copy: a download kept with a
+    session holds one head, not the trace."""
+    lt = trace.layers[layer]
+    rows, cols = list(trace.tokens), list(trace.key_tokens)
+    if lt.lean:
+        lo, hi = window
+        return lt.block("weights", head, slice(lo, hi), slice(lo, hi)), rows[lo:hi], cols[lo:hi]
+    return lt.head("weights", head).clone(), rows, cols
+
+
+def kept_bytes(trace: Trace) -> tuple[int, int] | None:
+    """For a long input's lean trace (no n x n tensor kept): the bytes it holds and the bytes the
+    same trace with every n x n map would; None for any other trace."""
+    if not any(layer.lean for layer in trace.layers):
+        return None
+    from attnviz.engine.budget import model_trace_bytes
+
+    lt, n = trace.layers[0], len(trace.tokens)
+    d_head = lt.stored("q").shape[-1]
+    return trace.nbytes(), model_trace_bytes(trace.n_layers, trace.n_heads, d_head, 1, n)
+
+
 def numbered(tokens: list[str]) -> list[str]:
     return [f"{i}:{t}" for i, t in enumerate(tokens)]
 

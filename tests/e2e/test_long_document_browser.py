@@ -57,7 +57,7 @@ def test_a_pasted_4096_token_document_is_traced_lean_and_drawn(page, llama_256) 
     """While the document is traced, a spinner below the box says how many characters and counts
     the seconds; then the overview's pass over every head says what it recomputes; then the page
     says the trace is lean and draws."""
-    page.open(f"bert?model={llama_256}")
+    page.open(f"pretrained?model={llama_256}")
     _wait_text(page, "tokens traced")
     page.settle(120)
     _open_box(page)
@@ -101,7 +101,7 @@ def llama_256(tmp_path_factory) -> str:
 def test_an_uploaded_markdown_file_stays_text(page, llama, tmp_path) -> None:
     doc = tmp_path / "notes.md"
     doc.write_text("# Title\n\n**bold** <b>tag</b> <script>alert(1)</script> " * 40)
-    page.open(f"bert?model={llama}")
+    page.open(f"pretrained?model={llama}")
     _wait_text(page, "tokens traced")
     _open_box(page)
     page.page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(doc))

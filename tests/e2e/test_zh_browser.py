@@ -10,7 +10,7 @@ ZH = "lang=%E4%B8%AD%E6%96%87"
 # url path -> extra query: each page in a state that shows its tables and panels.
 PAGES = {
     "": "view=query",
-    "bert": "b_scale=false&view=stats",
+    "pretrained": "wi_scale=false&view=stats",
     "step_by_step": "",
     "why_scale": "",
     "multihead": "",

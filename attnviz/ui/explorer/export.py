@@ -16,7 +16,7 @@ from attnviz.views import export
 def export_json(trace: Trace) -> None:
     """The small JSON (sentence, knobs, weights at 3 decimals) and, only when asked, every tensor
     at float32 as .npz: both built on click, not on every rerun."""
-    if trace.meta.get("lean"):  # every head's n x n weights would be built for the file
+    if not export.exportable(trace):
         st.caption(t("long.no_export"))
         return
     sentence, second = text(), pair()
