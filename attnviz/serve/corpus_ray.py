@@ -15,7 +15,6 @@ the pooling maths (sums and counts per text, their merge) is attnviz.engine.role
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import sys
@@ -269,7 +268,7 @@ def run(
     progress: Callable[[Progress], object] | None,
 ) -> None:
     """Every part not in the folder yet, scored by the actors (IN_FLIGHT each) and written as it
-    comes back. Ctrl-C (KeyboardInterrupt) cancels what is in flight and keeps what is written."""
+    comes back. Ctrl-C (KeyboardInterrupt) keeps what is written; what is in flight is dropped."""
     import ray
 
     manifest = store.manifest
@@ -314,10 +313,12 @@ def run(
                 if progress is not None:
                     progress(Progress(done_before + fresh, manifest.n_texts, parts_done,
                                       manifest.n_parts, rate))  # fmt: skip
-    finally:
-        for ref in flying:
-            with contextlib.suppress(ray.exceptions.RayError, ValueError, TypeError):
-                ray.cancel(ref)  # unless it finished or its worker is gone already
+    except KeyboardInterrupt:
+        # What is in flight finishes on its worker in a moment and is dropped: ray.cancel would
+        # raise inside a worker's forward and could cost its restart. A run that started Ray
+        # stops it, and its workers, on the way out.
+        flying.clear()
+        raise
 
 
 def atlas_corpus(
