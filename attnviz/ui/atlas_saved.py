@@ -69,9 +69,10 @@ def open_saved() -> Atlas | None:
             format_func=lambda n: n or t("at.saved_none"), help=t("at.saved_folder_help"),
         )  # fmt: skip
         url.sync("at_saved", "")
+    label = t("at.saved_upload" if names else "at.saved_upload_alone")
     upload = st.file_uploader(
-        t("at.saved_upload"), type=["parquet"], key="at_upload",
-        max_upload_size=max(1, most // MiB), help=t("at.saved_upload_help", mb=most // MiB),
+        label, type=["parquet"], key="at_upload", max_upload_size=max(1, most // MiB),
+        help=t("at.saved_upload_help", mb=most // MiB),
     )  # fmt: skip
     if upload is not None:
         data = upload.getvalue()

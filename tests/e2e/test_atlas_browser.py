@@ -129,6 +129,7 @@ def test_stop_button_stops_measuring_and_measure_again_finishes(page) -> None:
         ("en", "Layer 1, head 0: previous token · self"),
         ("zh", "第 1 层, 第 0 个头: 前一个词元 · 自身"),
     ],
+    ids=["en", "zh"],
 )
 def test_every_role_of_a_decoder_head(page, lang, expect) -> None:
     """The char model's L1H0 passes two roles: both named, the further one a dot on the grid;
