@@ -185,6 +185,9 @@ def test_a_saved_corpus_atlas_opens_from_the_data_directory(saved_atlases, monke
     strongest = at.get("dataframe")[0].value
     assert set(strongest["Text"]) <= {f"probes:{i}" for i in range(6)}
     assert _link(at)["query"]["view"] == ["detail"]  # whole texts open in Head detail
+    # Only the folders listed: a name that walks out of the directory opens nothing.
+    at = app(PAGE, {"at_source": "saved", "at_saved": "../run1"})
+    assert not at.exception and not at.get("plotly_chart")
     # Public mode: upload only, the server's folders are not listed.
     monkeypatch.setenv("ATTNVIZ_PUBLIC", "1")
     at = app(PAGE, {"at_source": "saved", "at_saved": "run1"})

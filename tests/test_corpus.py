@@ -155,3 +155,7 @@ def test_a_saved_atlas_is_opened_within_bounds(char_model):
         corpus.open_atlas(atlas_bytes(sums, None))
     with pytest.raises(ValueError, match="format 1"):
         corpus.open_atlas(atlas_bytes(sums, {"format": 99}))
+    # Rows are bounded by the file's budget: a small file that unpacks to many rows is refused.
+    many = pd.concat([sums] * 40, ignore_index=True)
+    with pytest.raises(ValueError, match="too large here"):
+        corpus.open_atlas(atlas_bytes(many, meta), max_bytes=len(many) * 32)

@@ -30,7 +30,8 @@ from attnviz.engine.budget import budget, size
 
 FORMAT = 1
 SNIPPET = 600  # characters of each text kept in atlas.parquet for the page
-MAX_ATLAS_ROWS = 5_000_000  # rows of an atlas.parquet the page reads (texts x heads)
+ROW_BYTES = 64  # an atlas.parquet of n bytes may hold n / ROW_BYTES rows (texts x heads): a row
+# takes about 170 bytes on disk and 420 in memory, so 64 MiB opens to at most ~430 MB
 ATLAS_DIR_ENV = "ATTNVIZ_ATLAS_DIR"  # a folder of saved corpus atlases the page may list
 _META_KEY = b"attnviz"
 
@@ -292,8 +293,8 @@ class SavedAtlas:
 
 def open_atlas(source: bytes | str | Path, max_bytes: int | None = None) -> SavedAtlas:
     """An atlas.parquet (its bytes, an upload, or a path), checked before it is read: at most
-    `max_bytes` (default: the budget's max_atlas_bytes), at most MAX_ATLAS_ROWS rows, attnviz's
-    columns and metadata. A ValueError says what is wrong."""
+    `max_bytes` (default: the budget's max_atlas_bytes), at most max_bytes / ROW_BYTES rows and
+    8 x max_bytes unpacked, attnviz's columns and metadata. A ValueError says what is wrong."""
     most = budget().max_atlas_bytes if max_bytes is None else max_bytes
     n_bytes = len(source) if isinstance(source, bytes) else Path(source).stat().st_size
     if n_bytes > most:
@@ -315,7 +316,7 @@ def open_atlas(source: bytes | str | Path, max_bytes: int | None = None) -> Save
     raw = (schema.metadata or {}).get(_META_KEY)
     if missing or raw is None:
         raise ValueError("this Parquet file is not an attnviz corpus atlas (atlas.parquet)")
-    if rows > MAX_ATLAS_ROWS or unpacked > 8 * most:
+    if rows > most // ROW_BYTES or unpacked > 8 * most:
         raise ValueError(
             f"the atlas holds {rows:,} rows ({size(unpacked)} unpacked): too large here"
         )
