@@ -11,6 +11,8 @@ works (the largest bundled model: --model gemma-3-270m). --gpus-per-worker 1 put
 (and the baseline) on a GPU. --no-ray measures the baseline alone (a machine without Ray).
 --long N first scores one document of N tokens (a lean trace) and prints its time and memory.
 Every measurement runs in a fresh process (memory is compared), one torch thread per worker.
+On a shared machine texts/s follows the load; the CPU seconds a worker spends per text do not
+much: the bench prints both.
 The corpus: texts of 2-3 sentences drawn (seeded) from the probe sets' sentences and passages,
 both languages, each under 240 characters, so every bundled model takes them whole.
 """
@@ -69,10 +71,10 @@ def child_baseline(args) -> dict:
     model = load_model(args.model, device=device)
     limit = args.max_tokens or model.max_length
     score_batch(model, [(0, texts[0])], limit)  # warm-up
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     out = score_batch(model, list(enumerate(texts)), limit)
-    seconds = time.perf_counter() - t0
-    result = {"seconds": seconds, "texts": len(texts), "skipped": len(out["skipped"]),
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    result = {"seconds": seconds, "cpu": cpu, "texts": len(texts), "skipped": len(out["skipped"]),
               "tokens": sum(out["tokens"].values()), "rss": peak_rss()}  # fmt: skip
     if device == "cuda":
         result["cuda"] = torch.cuda.max_memory_allocated()
@@ -195,16 +197,23 @@ def main() -> None:
             extra = f", CUDA peak {mib(base['cuda'])}" if "cuda" in base else ""
             print(f"\n{model}: {base['texts'] - base['skipped']} texts, {base['tokens']:,} tokens "
                   f"({base['skipped']} skipped)")  # fmt: skip
-            print(f"  one process, no Ray: {rate:.1f} texts/s, peak RSS {mib(base['rss'])}{extra}")
+            per_text = 1000 * base["cpu"] / base["texts"]
+            print(f"  one process, no Ray: {rate:.1f} texts/s, {per_text:.0f} ms of CPU a text, "
+                  f"peak RSS {mib(base['rss'])}{extra}")  # fmt: skip
             if args.no_ray:
                 continue
             for workers in (int(w) for w in args.workers.split(",")):
                 r = fresh("ray", model, str(path), args, workers)
                 rss = ", ".join(mib(p["rss"]) for p in r["peaks"])
+                cpu = sum(p["cpu"] for p in r["peaks"]) / max(
+                    1, sum(p["texts"] for p in r["peaks"])
+                )
                 cuda = [mib(p["cuda"]) for p in r["peaks"] if "cuda" in p]
                 print(f"  Ray, {workers} worker(s): {r['steady']:.1f} texts/s steady "
-                      f"({r['steady'] / rate:.2f}x one process); wall {r['ray_start']:.1f} s Ray "
-                      f"start + {r['run']:.1f} s run (first part back at {r['first_part']:.1f} s); "
+                      f"({r['steady'] / rate:.2f}x one process), {1000 * cpu:.0f} ms of CPU a "
+                      f"text ({cpu / (base['cpu'] / base['texts']):.2f}x); wall "
+                      f"{r['ray_start']:.1f} s Ray start + {r['run']:.1f} s run (first part back "
+                      f"at {r['first_part']:.1f} s); "
                       f"peak RSS per worker {rss}"
                       + (f", CUDA {', '.join(cuda)}" if cuda else "")
                       + f"; driver {mib(r['driver_rss'])}")  # fmt: skip

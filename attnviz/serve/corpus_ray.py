@@ -192,20 +192,27 @@ def _worker_class():
 
             torch.set_num_threads(threads)
             self.model = load_model(model, device=device)
+            self.cpu, self.texts = 0.0, 0  # CPU seconds spent scoring, texts scored
 
         def score(self, items: list[tuple[int, str]], max_tokens: int) -> dict:
-            return score_batch(self.model, items, max_tokens)
+            start = time.process_time()
+            result = score_batch(self.model, items, max_tokens)
+            self.cpu += time.process_time() - start
+            self.texts += len(items)
+            return result
 
         def pid(self) -> int:
             return os.getpid()
 
         def peak(self) -> dict:
-            """Peak memory of this worker: RSS and, on a GPU, CUDA's allocator, in bytes."""
+            """Peak memory of this worker (RSS and, on a GPU, CUDA's allocator, in bytes) and
+            the CPU seconds it spent scoring how many texts (bench/corpus.py)."""
             import resource
 
             import torch
 
-            out = {"rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+            out = {"rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                   "cpu": self.cpu, "texts": self.texts}  # fmt: skip
             if torch.cuda.is_available():
                 out["cuda"] = torch.cuda.max_memory_allocated()
             return out
