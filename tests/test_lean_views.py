@@ -70,8 +70,12 @@ def test_head_image_window_query_and_link_views_agree(pair) -> None:
     bars_a, bars_b = panels.query_figures(lean, sel)[0], panels.query_figures(full, sel)[0]
     assert torch.allclose(torch.as_tensor(bars_a.data[0].y), torch.as_tensor(bars_b.data[0].y))
     link_a, link_b = panels.link_figure(lean, sel), panels.link_figure(full, sel)
-    assert torch.all(torch.as_tensor(link_a.data[0].z) == 0)  # key 5 is hidden in every head
-    assert torch.allclose(torch.as_tensor(link_a.data[0].z), torch.as_tensor(link_b.data[0].z))
+    # key 5 is hidden in every head: each cell is masked (empty, "–"), not a weight of 0
+    assert torch.isnan(torch.as_tensor(link_a.data[0].z)).all()
+    assert [t.text for t in link_a.data[1:]] == [("–",) * link_a.data[0].z.size]
+    assert torch.allclose(
+        torch.as_tensor(link_a.data[0].z), torch.as_tensor(link_b.data[0].z), equal_nan=True
+    )
     from attnviz.engine.stats import heads_linking
 
     ranked, want = heads_linking(lean, 200, 150, top=5), heads_linking(full, 200, 150, top=5)

@@ -33,9 +33,14 @@ def test_enlarge_grows_every_font_and_keeps_many_column_numbers_apart() -> None:
     assert small.layout.font.size == 18 and small.layout.height == 360
     assert small.layout.xaxis.tickfont.size == 17 and small.data[0].textfont.size == 15
     wide = draw_map(torch.full((2, 12), 0.1), Axis(list("abcdefghijkl")), Axis(["c", "d"]),
-                    Colour(), numbers)  # fmt: skip
+                    Colour(bar="weights"), numbers)  # fmt: skip
     enlarge(wide)
-    assert wide.data[0].textfont.size == 11  # 12 columns: bigger digits would run together
+    assert wide.data[0].textfont.size == 15  # every number grows (pages give it the room)
+    assert wide.data[0].colorbar.title.font.size == 15  # the colour bar's title too
+    zh = draw_map(torch.full((2, 2), 0.1), Axis(["a", "b"]), Axis(["c", "d"], "查询"), Colour(),
+                  numbers)  # fmt: skip
+    enlarge(zh)
+    assert zh.layout.annotations[0].text == "查询" and zh.layout.annotations[0].font.size == 17
     with pytest.raises(ValueError):
         enlarge(small, 0)
 

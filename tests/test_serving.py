@@ -344,6 +344,26 @@ def test_the_class_server_neither_watches_files_nor_collects_after_every_run() -
     assert "--server.fileWatcherType" not in (ROOT / "Makefile").read_text()  # not overridden
 
 
+def test_uploads_are_capped_near_the_text_limit_and_the_boxes_say_it() -> None:
+    """Issue 34: the upload box said "200MB per file" (Streamlit's default, held in memory) while
+    a document may have 100,000 characters. The server's cap now fits the largest allowed text
+    (4 bytes a character in UTF-8) and no more than 1 MB; the boxes state the limit."""
+    import tomllib
+
+    from attnviz.engine.budget import budget
+    from tests.apphelpers import app
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    cap = config["server"]["maxUploadSize"] * 2**20
+    assert 4 * budget().max_text_chars <= cap <= 2**20
+    at = app("app_pages/pretrained.py")
+    labels = [u.proto.label for u in at.get("file_uploader")]
+    assert labels == [f"Upload a .txt or .md file of up to {budget().max_text_chars:,} characters "
+                      "(UTF-8)"], labels  # fmt: skip
+    at = app("app_pages/pretrained.py", query={"lang": "zh"})
+    assert "最多 100,000 个字符" in at.get("file_uploader")[0].proto.label
+
+
 def test_mosaic_images_take_the_known_palette_and_stay_lossless(monkeypatch) -> None:
     """The mosaic's colours (weight levels, white, the focus bars' grey, the X's grey, the
     selection's orange) are indexed by one table lookup instead of np.unique's sort."""

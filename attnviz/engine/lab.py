@@ -116,6 +116,19 @@ def check_lab(config: LabConfig) -> None:
         )
 
 
+def most_steps(**settings) -> int:
+    """The most training steps a run with these settings (any LabConfig field but `steps`) may
+    take on this server: its work grows with its steps (lab_work), its memory does not. 0 when
+    even one step is refused (over the memory budget, or settings that break a rule)."""
+    try:
+        one = LabConfig(**{**settings, "steps": 1})
+    except ValueError:
+        one = None
+    if one is None or lab_bytes(one) > budget().max_trace_bytes:
+        return 0
+    return min(MAX_STEPS, int(LAB_WORK_PER_BUDGET * budget().max_work // lab_work(one)))
+
+
 class AttentionOnly(nn.Module):
     """Embeddings, `n_layers` causal attention layers added to the residual stream, unembedding."""
 

@@ -174,6 +174,23 @@ class LayerTrace:
     def n_kv_heads(self) -> int:
         return self.stored("k").shape[0]
 
+    def allowed(self, rows: slice | torch.Tensor | list | None = None) -> torch.Tensor:
+        """How many keys each query row may attend (the mask's row sums; a lean layer's from its
+        rule, never an n x n tensor): the n of a row's uniform baseline 1/n. [rows] int64"""
+        stored = self.__dict__.get("_stored_mask")
+        idx = torch.arange(self.n_q)
+        idx = (
+            idx if rows is None else idx[rows] if isinstance(rows, slice) else torch.as_tensor(rows)
+        )
+        if isinstance(stored, MaskRule):
+            from attnviz.engine.bands import allowed_counts
+
+            return allowed_counts(stored, idx.reshape(-1)).long()
+        mask = self.mask
+        if mask is None:
+            return torch.full((idx.numel(),), self.n_k, dtype=torch.long)
+        return mask[idx.reshape(-1)].sum(-1).long()
+
     def kv_head(self, h: int) -> int:
         """The K/V head query head h reads (GQA: h // (n_heads // n_kv_heads), as torch's
         enable_gqa)."""

@@ -90,7 +90,8 @@ def own_texts() -> list[str]:
         t("at.own"), height=90, max_chars=4000, help=t("at.own_help"), **url.bound("at_texts")
     )
     texts = [line.strip() for line in (raw or "").splitlines() if line.strip()]
-    upload = st.file_uploader(t("at.file"), type=["txt"], help=t("at.file_help"), key="at_file")
+    upload = st.file_uploader(t("at.file", kb=MAX_FILE_BYTES // 1000), type=["txt"],
+                              help=t("at.file_help"), key="at_file")  # fmt: skip
     if upload is not None:
         data = upload.getvalue()
         if len(data) > MAX_FILE_BYTES:

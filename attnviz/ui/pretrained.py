@@ -176,7 +176,9 @@ def document() -> str | None:
     most = budget().max_text_chars
     with st.expander(t("long.title"), expanded=bool(st.session_state.get("long_doc"))):
         st.caption(t("long.help", chars=most))
-        upload = st.file_uploader(t("long.upload"), type=list(UPLOAD_TYPES), key="long_file")
+        upload = st.file_uploader(
+            t("long.upload", chars=most), type=list(UPLOAD_TYPES), key="long_file"
+        )  # its own "Limit ... per file" is the server's byte cap (.streamlit/config.toml)
         pasted = st.text_area(t("long.paste"), key="long_doc", height=140, max_chars=most)
     if upload is not None:
         if upload.size > 4 * most:  # UTF-8: at most 4 bytes a character

@@ -24,6 +24,7 @@ from typing import Any
 
 import streamlit as st
 
+from attnviz.i18n import examples, translate
 from attnviz.views import registry
 from attnviz.views.colour import SCALES
 from attnviz.views.lines import default_threshold
@@ -65,8 +66,13 @@ TABLE = (
     Key("lang", ALL, "choice", "English", options=("English", "中文"),
         doc="UI language; a link may also say zh, zh-CN, cn, chinese or en (attnviz.i18n)"),
     Key("projector", ALL, "bool", False, doc="projector mode: bigger type everywhere"),
-    Key("text", ALL, "text", None, doc="the sentence (default: the first example of the language)"),
+    Key("text", ALL, "text", lambda lang: next(iter(examples(lang).values())),
+        doc="the sentence (default: the first example of the language; English on a page whose "
+        "model reads no Chinese)"),
     Key("pair", ALL, "text", "", doc="a second sentence: cross-attention, or BERT's segment B"),
+    Key("lesson", ALL, "text", "", "read",
+        doc="set by a lesson's Previous / Next link (the stop it opens): the page starts from "
+        "its own sentence in the lesson, not the last page's (dropped once read)"),
     # the Playground's stack
     Key("d_model", ("playground",), "choice", 64, "value", (8, 16, 32, 64, 128, 256, 512, 1024)),
     Key("dk_auto", ("playground",), "bool", True, doc="d_head = d_model / heads"),
@@ -173,7 +179,8 @@ TABLE = (
     # attention while generating (issue 24)
     Key("g_model", ("generate",), "text", "",
         doc="a decoder's Hub id or folder; empty: attnviz-char-zh-en"),  # fmt: skip
-    Key("g_prompt", ("generate",), "text", "The cat sat on the mat and"),
+    Key("g_prompt", ("generate",), "text", lambda lang: translate("gen.default_prompt", lang),
+        doc="the prompt (default: one in the UI's language)"),
     Key("g_n", ("generate",), "int", 16, lo=1, hi=64, doc="tokens to generate"),
     Key("g_greedy", ("generate",), "bool", True, doc="most likely token; off: sampled"),
     Key("g_stemp", ("generate",), "float", 1.0, lo=0.05, hi=5.0, doc="sampling temperature"),
@@ -299,6 +306,13 @@ def write(name: str, value: Any) -> None:
     key(name)
     if st.query_params.get(name) != str(value):
         st.query_params[name] = str(value)
+
+
+def drop(name: str) -> None:
+    """Take a key out of the URL once a page has acted on it (how="read")."""
+    key(name)
+    if name in st.query_params:
+        del st.query_params[name]
 
 
 _KEPT = "_url_kept_"

@@ -39,10 +39,13 @@ def head_weights(
     session holds one head, not the trace."""
     lt = trace.layers[layer]
     rows, cols = list(trace.tokens), list(trace.key_tokens)
+    whole = slice(None)
     if lt.lean:
         lo, hi = window
-        return lt.block("weights", head, slice(lo, hi), slice(lo, hi)), rows[lo:hi], cols[lo:hi]
-    return lt.head("weights", head).clone(), rows, cols
+        whole, rows, cols = slice(lo, hi), rows[lo:hi], cols[lo:hi]
+    w = lt.block("weights", head, whole, whole).clone()  # [q, k]
+    # a cell the mask hides is empty in the CSV, not a weight of 0
+    return w.masked_fill(~lt.block("mask", head, whole, whole), math.nan), rows, cols
 
 
 def kept_bytes(trace: Trace) -> tuple[int, int] | None:
@@ -85,7 +88,9 @@ def head_stats_frame(trace: Trace) -> pd.DataFrame:
 
 
 def query_frame(trace: Trace, layer: int, head: int, query: int) -> pd.DataFrame:
-    """One query against every key, step by step: q·k, × scale, exp (shifted), softmax weight."""
+    """One query against every key, step by step: q·k, × scale, exp (shifted), softmax weight;
+    a key the mask hides has −∞ after the scale and no exp or weight at all (NaN, shown as
+    empty), never a weight of 0."""
     lt = trace.layers[layer]
     scores = lt.head("scores", head)[query].double()  # [k]
     allowed = torch.ones_like(scores, dtype=torch.bool) if lt.mask is None else lt.mask[query]
@@ -99,8 +104,8 @@ def query_frame(trace: Trace, layer: int, head: int, query: int) -> pd.DataFrame
             "key": numbered(trace.key_tokens or trace.tokens),
             "q·k": scores.numpy(),
             "× scale": logits.numpy(),
-            "exp(· − max)": exps.numpy(),
-            "softmax": probs.numpy(),
+            "exp(· − max)": exps.masked_fill(~allowed, math.nan).numpy(),
+            "softmax": probs.masked_fill(~allowed, math.nan).numpy(),
             "weight (trace)": lt.head("weights", head)[query].double().numpy(),
             "allowed": allowed.numpy(),
         }

@@ -23,6 +23,7 @@ from attnviz.views.spec import FONT, escape
 HEAD_COLOURS = PALETTE  # a head keeps its colour: head h is PALETTE[h % 12]
 BANDS = 8  # opacity levels: a line's opacity is its band's, from its weight
 LABEL_PX = 16  # pixels one token label needs along its axis (font 12: glyphs never touch)
+POSITION_LABEL_PX = 64  # ... and a "position: token" label side by side in two rows
 MAX_LINES = 60_000
 
 
@@ -224,7 +225,8 @@ def lines_figure(
     fig.update_layout(
         title=dict(text=html.escape(look.title), x=0, xanchor="left", font=dict(size=15)),
         height=height,
-        margin=dict(l=10, r=10, t=60 if look.title else 30, b=10),
+        # two rows: room at both ends for the first and last labels (drawn whole, unclipped)
+        margin=dict(l=40 if rows else 10, r=40 if rows else 10, t=60 if look.title else 30, b=10),
         font=FONT,
         plot_bgcolor="white",
         legend=dict(orientation="h", y=-0.02 if rows else 1.0, yanchor="top"),
@@ -244,6 +246,12 @@ def _token_markers(fig, tokens, ranges, focus, layout, ends) -> None:
         n = hi - lo
         step = max(1, -(-n * LABEL_PX // max(length_px, 1)))
         labels = escape(side_tokens[lo:hi])
+        if step > 1:
+            # every k-th token only: its position says where it is (a long input's sparse labels
+            # read like a sentence otherwise); in two rows a label takes its width, not a line
+            labels = [f"{lo + i}: {lab}" for i, lab in enumerate(labels)]
+            if rows:
+                step = max(step, -(-n * POSITION_LABEL_PX // max(length_px, 1)))
         text = [lab if (i % step == 0) else "" for i, lab in enumerate(labels)]
         focused = focus[1] - lo if focus and focus[0] == side and lo <= focus[1] < hi else None
         # the focused token first, then line ends, each at least `step` from those kept
@@ -276,8 +284,11 @@ def _token_markers(fig, tokens, ranges, focus, layout, ends) -> None:
                 textposition=where,
                 textfont=dict(size=12, color=colour),
                 marker=dict(size=7 if n <= 80 else 4, color=colour),
-                customdata=[[side, lo + i, lab] for i, lab in enumerate(labels)],
+                customdata=[
+                    [side, lo + i, tok] for i, tok in enumerate(escape(side_tokens[lo:hi]))
+                ],
                 hovertemplate="%{customdata[1]}: %{customdata[2]}<extra></extra>",
                 showlegend=False,
+                cliponaxis=False,  # a label at either end ([BOS], [SEP]) is drawn whole
             )
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -41,6 +42,9 @@ SIGNED_HEATMAP_CELLS = 256 * 256  # a signed one (scores, logits) up to this man
 THIN = 64  # a map this narrow on one side (vectors, one query) stays a heatmap up to HEATMAP_CELLS
 PICTURE_SIDE = 256  # a picture of a longer map is pooled to at most this many pixels a side
 THIN_GAPS = 40  # cells get a 1 px gap up to this many a side
+# Several maps on one page (All heads) send their values together up to this many cells, else
+# each is a picture: 12 heads of 512 x 512 were 17.6 MB of numbers and 10.5 s to draw.
+PAGE_CELLS = 2**18
 
 
 @dataclass(frozen=True)
@@ -97,13 +101,23 @@ class Colour:
 @dataclass(frozen=True)
 class Marks:
     """What is drawn over the colours: the numbers in the cells (small maps), an outlined query
-    row and key column (positions in the matrix). `values`: False when the view needs no value
-    under the pointer (a preview beside the numbers elsewhere): it is then always a picture."""
+    row and key column (positions in the matrix), and the cells the mask hides (`masked`, bool
+    [q, k], True = may not attend): drawn blank and printed "–", never as a weight of 0.00.
+    `values`: False when the view needs no value under the pointer (a preview beside the numbers
+    elsewhere): it is then always a picture."""
 
     numbers: bool = False
     row: int | None = None
     col: int | None = None
     values: bool = True
+    masked: Any = field(default=None, compare=False)
+
+    @classmethod
+    def of_mask(cls, mask, **marks) -> Marks:
+        """Marks hiding the cells a "may attend" mask [q, k] forbids (None: every cell allowed)."""
+        if mask is None or bool(torch.as_tensor(mask).all()):
+            return cls(**marks)
+        return cls(masked=~torch.as_tensor(mask, dtype=torch.bool), **marks)
 
 
 @dataclass(frozen=True)
@@ -124,6 +138,11 @@ def is_picture(shape: tuple[int, int], full: tuple[int, int], colour: Colour) ->
     if min(full) <= THIN:
         return cells > HEATMAP_CELLS
     return cells > (SIGNED_HEATMAP_CELLS if colour.signed else HEATMAP_CELLS)
+
+
+def values_fit(maps: int, n_q: int, n_k: int) -> bool:
+    """Whether `maps` maps of n_q x n_k on one page may all send their values (hover)."""
+    return maps * n_q * n_k <= PAGE_CELLS
 
 
 def positions_per_pixel(n: int) -> int:
@@ -152,7 +171,12 @@ def draw_map(
     m = torch.as_tensor(matrix).detach().float().cpu()
     if colour.signed:
         return _signed_picture(m, x, y, colour, frame)
-    return _weights_picture(m, full, x, y, colour, frame)
+    if marks.masked is not None and tuple(m.shape) == full:  # masked cells white, not "0"
+        m = m.masked_fill(torch.as_tensor(marks.masked, dtype=torch.bool), float("nan"))
+    fig = _weights_picture(m, full, x, y, colour, frame)
+    for shape in _outlines(marks, *full, (x.start, y.start)).get("shapes", []):
+        fig.add_shape(shape)  # a focus row outlined over the picture, as over the heatmap
+    return fig
 
 
 def bound(z: np.ndarray | torch.Tensor) -> float:
@@ -174,6 +198,10 @@ def _heatmap(z: np.ndarray, x: Axis, y: Axis, colour: Colour, marks: Marks, fram
     z = z.copy()  # [q, k]
     minus_inf = np.isneginf(z)  # masked logits: drawn blank, labelled −∞ with the numbers
     z[~np.isfinite(z)] = np.nan
+    hidden = np.zeros(z.shape, dtype=bool)  # [q, k] cells the mask forbids: blank, "–"
+    if marks.masked is not None:
+        hidden = to_numpy(torch.as_tensor(marks.masked)).astype(bool) & ~minus_inf
+        z[hidden] = np.nan
     n_q, n_k = z.shape
     xs, ys = escape(x.tokens), escape(y.tokens)
     # Categories numbered "i: token" keep repeated tokens apart and give hover its labels without
@@ -199,27 +227,30 @@ def _heatmap(z: np.ndarray, x: Axis, y: Axis, colour: Colour, marks: Marks, fram
         ygap=1 if n_q <= THIN_GAPS else 0,
         hovertemplate=f"{y.title} %{{y}}<br>{x.title} %{{x}}<br>{value} %{{z:.4f}}<extra></extra>",
     )
+    if hidden.any():
+        trace["hoverongaps"] = False  # a masked cell has no value to show
     numbers = marks.numbers and n_q * n_k <= NUMBERS_CELLS
     if numbers:
         trace["text"] = np.vectorize(lambda v: "" if np.isnan(v) else format(v, colour.digits))(z)
         trace["texttemplate"] = "%{text}"
         trace["textfont"] = dict(size=11)
     data = [trace]
-    if numbers and minus_inf.any():
-        # A text trace, not the heatmap's own text: plotly skips the text of empty (NaN) cells.
-        qi, kj = np.nonzero(minus_inf)
-        data.append(
-            dict(
-                type="scatter",
-                mode="text",
-                x=[x_cat[j] for j in kj],
-                y=[y_cat[i] for i in qi],
-                text=["−∞"] * len(qi),
-                textfont=dict(size=11, color="#555"),
-                hoverinfo="skip",
-                showlegend=False,
+    for cells, label in ((minus_inf, "−∞"), (hidden, "–")):
+        if numbers and cells.any():
+            # A text trace, not the heatmap's own text: plotly skips the text of empty (NaN) cells.
+            qi, kj = np.nonzero(cells)
+            data.append(
+                dict(
+                    type="scatter",
+                    mode="text",
+                    x=[x_cat[j] for j in kj],
+                    y=[y_cat[i] for i in qi],
+                    text=[label] * len(qi),
+                    textfont=dict(size=11, color="#555"),
+                    hoverinfo="skip",
+                    showlegend=False,
+                )
             )
-        )
     layout = dict(
         xaxis=_category_axis(x, xs, x_cat, dict(tickangle=-90 if n_k > 6 else 0, side="bottom")),
         yaxis=_category_axis(y, ys, y_cat, dict(autorange="reversed")),
@@ -259,14 +290,17 @@ def _ordered(axis: dict) -> dict:
     return {k: axis[k] for k in _AXIS_ORDER if k in axis}
 
 
-def _outlines(marks: Marks, n_q: int, n_k: int) -> dict:
-    shapes = []
+def _outlines(marks: Marks, n_q: int, n_k: int, at: tuple[int, int] = (0, 0)) -> dict:
+    """The outlined row and column, in axis units: cells of a heatmap, positions counted from
+    `at` (key, query) in a picture."""
+    shapes, (x0, y0) = [], at
     if marks.row is not None and 0 <= marks.row < n_q:
-        shapes.append(dict(type="rect", x0=-0.5, x1=n_k - 0.5, y0=marks.row - 0.5,
-                           y1=marks.row + 0.5, line=dict(color=HIGHLIGHT, width=3)))  # fmt: skip
+        row = y0 + marks.row
+        shapes.append(dict(type="rect", x0=x0 - 0.5, x1=x0 + n_k - 0.5, y0=row - 0.5,
+                           y1=row + 0.5, line=dict(color=HIGHLIGHT, width=3)))  # fmt: skip
     if marks.col is not None and 0 <= marks.col < n_k:
-        shapes.append(dict(type="rect", x0=marks.col - 0.5, x1=marks.col + 0.5, y0=-0.5,
-                           y1=n_q - 0.5,
+        shapes.append(dict(type="rect", x0=x0 + marks.col - 0.5, x1=x0 + marks.col + 0.5,
+                           y0=y0 - 0.5, y1=y0 + n_q - 0.5,
                            line=dict(color=HIGHLIGHT, width=2, dash="dot")))  # fmt: skip
     return {"shapes": shapes} if shapes else {}
 
@@ -309,9 +343,14 @@ def _weights_picture(w: torch.Tensor, full, x: Axis, y: Axis, colour: Colour, fr
     PICTURE_SIDE pixels a side and coloured like the overview's thumbnails ((w/max)^gamma)."""
     n_q, n_k = full
     h_px, w_px = min(n_q, PICTURE_SIDE, w.shape[0]), min(n_k, PICTURE_SIDE, w.shape[1])
+    blank = torch.isnan(w).float()  # [q, k] masked cells (NaN): white where a pixel is all masked
+    w = w.nan_to_num(0.0)
     if (h_px, w_px) != tuple(w.shape):
         w = torch.nn.functional.adaptive_avg_pool2d(w[None, None], (h_px, w_px))[0, 0]
+        blank = torch.nn.functional.adaptive_avg_pool2d(blank[None, None], (h_px, w_px))[0, 0]
+    blank = blank >= 1.0  # [h_px, w_px]
     img = coloured(w / w.amax().clamp_min(1e-12), colour.gamma)  # [h_px, w_px, rgb]
+    img[blank.numpy()] = 255
     dx, dy = n_k / w_px, n_q / h_px  # tokens per pixel
     image = dict(
         type="image",

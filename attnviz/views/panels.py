@@ -7,6 +7,8 @@ and labels are in the selection's language. No streamlit here.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import plotly.graph_objects as go
 import torch
 
@@ -18,7 +20,16 @@ from attnviz.engine.trace import Trace, pooled_weights
 from attnviz.views import charts, images
 from attnviz.views.colour import GAMMA, colour_scale, scale_gamma
 from attnviz.views.lines import LinesLook, LinesPick, default_threshold, is_cjk, layer_lines
-from attnviz.views.maps import PICTURE_SIDE, Axis, Colour, Frame, Marks, draw_map, mark_cells
+from attnviz.views.maps import (
+    PICTURE_SIDE,
+    Axis,
+    Colour,
+    Frame,
+    Marks,
+    draw_map,
+    mark_cells,
+    values_fit,
+)
 from attnviz.views.selection import Selection, Tr
 
 LONG = 64  # past this many tokens the views switch to their long-input layout
@@ -74,6 +85,9 @@ def heads_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
     x = Axis(trace.key_tokens, tr("w.key"), ticks=None)
     y = Axis(trace.tokens, tr("w.query"), ticks=None)
     figs = []
+    whole = Marks.of_mask(None if lt.lean else lt.mask, row=focus)  # a pooled map: no cells
+    if not values_fit(lt.n_heads, lt.n_q, lt.n_k):  # a long input: pictures, not MBs of numbers
+        whole = replace(whole, values=False)
     for h in range(lt.n_heads):
         w, _ = head_map(trace, layer, h, PICTURE_SIDE)  # [q, k], or pooled
         title = tr("pg.head_title", h=h) + (tr("ex.silenced") if (layer, h) in off else "")
@@ -84,7 +98,7 @@ def heads_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
         height = 380 if not is_long(_n(trace)) else 620
         if tuple(w.shape) != (lt.n_q, lt.n_k):
             height = 560
-        figs.append(draw_map(w, x, y, colour, Marks(row=focus), Frame(title, height)))
+        figs.append(draw_map(w, x, y, colour, whole, Frame(title, height)))
     return figs
 
 
@@ -211,7 +225,8 @@ def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
         draw_map(logits, x, unlabelled, Colour.diverging("logit", bound_logits), marks,
                  Frame(logit_title, side_h, note)),
         draw_map(weights, x, unlabelled, weights_colour(weights, "fixed" if shared else mode, tr),
-                 marks, Frame(tr("w.weights"), big if long else side_h)),
+                 Marks.of_mask(lt.block("mask", head, qs, ks), row=marks.row, col=marks.col),
+                 Frame(tr("w.weights"), big if long else side_h)),
     ]  # fmt: skip
 
 
@@ -224,6 +239,17 @@ def lines_figures(trace: Trace, sel: Selection) -> go.Figure:
     title = tr("lv.lines_title_rows" if rows else "lv.lines_title", l=sel.layer)
     look = LinesLook(rows, 1100 if rows else None, tr("w.query"), tr("w.key"), tr("ex.head"), title)
     return layer_lines(trace, sel.layer, pick, look)
+
+
+def reachable(trace: Trace) -> torch.Tensor | None:
+    """Which inputs can reach which token through the layers (rollout's cells that are not 0 by
+    the mask): a key no layer lets the query see, itself excepted, never is. [q, k] or None"""
+    if any(lt.lean for lt in trace.layers) or all(lt.mask is None for lt in trace.layers):
+        return None
+    seen = torch.eye(len(trace.tokens), len(trace.key_tokens), dtype=torch.bool)  # the residual
+    for lt in trace.layers:
+        seen |= lt.block("mask", 0)
+    return seen
 
 
 def rollout_figures(trace: Trace, sel: Selection, residual: bool = True) -> list[go.Figure]:
@@ -241,7 +267,7 @@ def rollout_figures(trace: Trace, sel: Selection, residual: bool = True) -> list
         Axis(trace.key_tokens, tr("lv.input_token"), ticks=None),
         Axis(trace.tokens, tr("w.query"), ticks=None),
         weights_colour(matrix, mode, tr, tr("lv.rollout_value")),
-        Marks(row=query),
+        Marks.of_mask(reachable(trace), row=query),
         Frame(tr("lv.rollout_title", l=layer), height),
     )
     bars = charts.bars(
@@ -303,6 +329,9 @@ def link_figure(trace: Trace, sel: Selection) -> go.Figure:
         for lt in trace.layers
     ])  # [layer, head]  # fmt: skip
     top = float(grid.max())
+    # a layer whose mask hides the key from the query: "–" in all its heads, not 0.00
+    allowed = torch.stack([lt.block("mask", 0, [query], [key])[0, 0] for lt in trace.layers])
+    allowed = allowed.unsqueeze(1).expand_as(grid)  # [layer, head]
     fig = draw_map(
         grid,
         Axis([f"H{h}" for h in range(grid.shape[1])], tr("ex.head")),
@@ -310,7 +339,7 @@ def link_figure(trace: Trace, sel: Selection) -> go.Figure:
         # a long input's weights are ~1/n: two decimals would print 0.00 in every cell
         Colour(zmin=0.0, zmax=max(top, 1e-6), value=tr("w.weights"),
                digits=".2f" if top >= 0.05 else ".2g"),
-        Marks(numbers=True),
+        Marks.of_mask(allowed, numbers=True),
         Frame(tr("ex.link_title", q=trace.tokens[query], k=trace.key_tokens[key]),
               90 + 34 * grid.shape[0]),
     )  # fmt: skip

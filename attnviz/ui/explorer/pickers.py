@@ -9,6 +9,7 @@ from typing import TypeVar
 
 import streamlit as st
 
+from attnviz.engine.links import default_query
 from attnviz.engine.trace import Trace
 from attnviz.serve import bandpool
 from attnviz.ui import url
@@ -111,8 +112,10 @@ def forget_layer_and_head(view: str) -> bool:
 
 
 def pick_query(trace: Trace) -> int:
+    """A query position, kept in the URL; it opens on default_query (a decoder's last token: its
+    row sees every key, where [BOS]'s sees only itself)."""
     n = len(trace.tokens)
-    url.seed("query", list(range(n)), url.default("query"))
+    url.seed("query", list(range(n)), default_query(trace))
     _int_in_range("query", n)
     query = st.selectbox(t("ex.query"), range(n), format_func=numbered(trace.tokens), key="query")
     url.sync("query", url.default("query"))
