@@ -18,7 +18,7 @@ from attnviz.engine import budget as budget_module
 from attnviz.engine import roles
 from attnviz.engine.hooked import load_model, trace_model
 from attnviz.serve import corpus
-from attnviz.serve.corpus_ray import check_address, plan
+from attnviz.serve.corpus_ray import STALL_ENV, check_address, plan
 
 MODEL = "attnviz-char-zh-en"
 
@@ -82,6 +82,10 @@ def test_the_command_refuses_bad_input_before_starting_ray(tmp_path, capsys, mon
         err = capsys.readouterr().err
         last = err.strip().splitlines()[-1]  # after the model's loading bar, if it loaded
         assert last.startswith("attnviz atlas: ") and message in last and "Traceback" not in err
+    for wait in ("soon", "0"):  # how long a run waits for a part (never forever)
+        monkeypatch.setenv(STALL_ENV, wait)
+        assert cli.main(["atlas", "--texts", str(tmp_path / "ok.txt"), "--out", out]) == 2
+        assert f"{STALL_ENV}={wait!r}" in capsys.readouterr().err
     assert check_address(None) is None and check_address("auto") == "auto"
 
 

@@ -5,13 +5,16 @@ started once for the module, with the bundled char model:
    head_roles of the same texts in this process within 1e-6;
 2. a run interrupted after two parts (Ctrl-C) keeps them, and the same call again finishes with
    the same atlas.parquet;
-3. a worker killed mid-run (ray.kill, restarted by Ray) changes nothing in atlas.parquet.
+3. a worker killed mid-run (ray.kill, restarted by Ray) changes nothing in atlas.parquet;
+4. a worker that never answers stops the run after its wait (no hang), keeping the folder.
+Every wait on Ray here has a timeout (WAIT_S).
 The workers are named actors, reused by the three runs (each start costs seconds).
 """
 
 from __future__ import annotations
 
 import re
+import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -26,6 +29,7 @@ ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow  # a Ray instance and two workers: 20-90 s with their start
 MODEL = "attnviz-char-zh-en"
 TOL = 1e-6
+WAIT_S = 120  # seconds any ray.get here waits (a worker's restart included)
 
 
 def corpus_texts() -> list[str]:
@@ -102,7 +106,7 @@ def test_an_interrupted_run_goes_on_to_the_same_parquet(whole_run, texts_file, t
 def test_a_killed_worker_changes_nothing(whole_run, texts_file, tmp_path):
     name = corpus_ray.worker_name(corpus_ray.plan(MODEL, None, 0), 0)
     first = ray.get_actor(name)
-    before = ray.get(first.pid.remote())
+    before = ray.get(first.pid.remote(), timeout=WAIT_S)
     killed = []
 
     def kill_once(progress: corpus_ray.Progress) -> None:
@@ -111,5 +115,32 @@ def test_a_killed_worker_changes_nothing(whole_run, texts_file, tmp_path):
             killed.append(progress.parts_done)
 
     atlas_corpus(MODEL, texts_file, tmp_path, workers=2, progress=kill_once)
-    assert killed and ray.get(ray.get_actor(name).pid.remote()) != before  # restarted by Ray
+    assert (
+        killed and ray.get(ray.get_actor(name).pid.remote(), timeout=WAIT_S) != before
+    )  # restarted by Ray
     same_parquet(tmp_path, whole_run[1])
+
+
+def test_a_stuck_worker_stops_the_run(local_ray, texts_file, tmp_path):
+    @ray.remote(num_cpus=0)
+    class Stuck:
+        """A worker that never sends its batch back (a driver hang, a lost node)."""
+
+        def ready(self) -> bool:
+            return True
+
+        def score(self, items, max_tokens):
+            time.sleep(3600)
+
+    stuck = Stuck.remote()
+    assert ray.get(stuck.ready.remote(), timeout=WAIT_S)
+    texts = corpus.read_corpus(texts_file)
+    manifest = corpus.Manifest(MODEL, 256, corpus_ray.batch_size(41), 41, texts.sha256)
+    store = corpus.Store.open(tmp_path, manifest)
+    start = time.monotonic()
+    try:
+        with pytest.raises(RuntimeError, match=r"no part came back in 2 s \(parts \[0, 1\]"):
+            corpus_ray.run(texts, store, [stuck], None, stall_s=2.0)
+    finally:
+        ray.kill(stuck)
+    assert time.monotonic() - start < 10 and not store.done()

@@ -35,6 +35,8 @@ RUNTIME_BYTES = (
 IN_FLIGHT = 2  # batches queued per worker, so that none waits for the driver
 MAX_BATCH = 32  # texts per part at most
 CONNECT_S = 5.0  # seconds to reach a cluster's address before saying it cannot be reached
+STALL_S = 1800.0  # seconds with no part back before a run stops (ATTNVIZ_ATLAS_STALL_S)
+STALL_ENV = "ATTNVIZ_ATLAS_STALL_S"
 
 
 @dataclass(frozen=True)
@@ -268,15 +270,33 @@ def start_workers(plan: Plan, workers: int | None, n_parts: int) -> list:
     return [_pool[name] for name in names]
 
 
+def stall_seconds() -> float:
+    """How long a run waits for its next part before it stops: STALL_S, or ATTNVIZ_ATLAS_STALL_S
+    (a worker stuck in a driver, a cluster that lost its nodes: never a hang)."""
+    raw = os.environ.get(STALL_ENV, "")
+    try:
+        seconds = float(raw) if raw.strip() else STALL_S
+    except ValueError:
+        raise ValueError(f"{STALL_ENV}={raw!r}: give seconds, e.g. 1800") from None
+    if not seconds > 0:
+        raise ValueError(f"{STALL_ENV}={raw!r}: give seconds above 0")
+    return seconds
+
+
 def run(
     corpus: Corpus,
     store: Store,
     actors: list,
     progress: Callable[[Progress], object] | None,
+    stall_s: float | None = None,
 ) -> None:
     """Every part not in the folder yet, scored by the actors (IN_FLIGHT each) and written as it
-    comes back. Ctrl-C (KeyboardInterrupt) keeps what is written; what is in flight is dropped."""
+    comes back. Ctrl-C (KeyboardInterrupt) keeps what is written; what is in flight is dropped.
+    No part back for `stall_s` seconds (default stall_seconds()) is a RuntimeError: every wait
+    on Ray has a timeout, so a stuck worker never hangs the run."""
     import ray
+
+    stall_s = stall_seconds() if stall_s is None else stall_s
 
     manifest = store.manifest
     todo = sorted(set(range(manifest.n_parts)) - store.done())
@@ -297,8 +317,17 @@ def run(
             for _ in range(IN_FLIGHT):
                 if queue:
                     submit(a)
+        last = time.monotonic()  # when a part last came back (or the run began)
         while flying:
-            ready, _ = ray.wait(list(flying), num_returns=1, timeout=1.0)
+            waited = time.monotonic() - last
+            if waited >= stall_s:
+                waiting = sorted(k for k, _ in flying.values())
+                raise RuntimeError(
+                    f"no part came back in {waited:.0f} s (parts {waiting} on their workers): "
+                    "a worker is stuck or the cluster lost its nodes (`ray status`); the "
+                    f"finished parts stay, the same command again goes on ({STALL_ENV}: the wait)"
+                )
+            ready, _ = ray.wait(list(flying), num_returns=1, timeout=min(1.0, stall_s - waited))
             for ref in ready:
                 k, a = flying.pop(ref)
                 try:
@@ -309,6 +338,7 @@ def run(
                         f"{manifest.part_ids(k).stop - 1}) after Ray's retries: {err}"
                     ) from err
                 store.write_part(k, result)
+                last = time.monotonic()
                 fresh += len(manifest.part_ids(k))
                 parts_done += 1
                 if queue:
@@ -320,7 +350,7 @@ def run(
                 if progress is not None:
                     progress(Progress(done_before + fresh, manifest.n_texts, parts_done,
                                       manifest.n_parts, rate))  # fmt: skip
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, RuntimeError):
         # What is in flight finishes on its worker in a moment and is dropped: ray.cancel would
         # raise inside a worker's forward and could cost its restart. A run that started Ray
         # stops it, and its workers, on the way out.
@@ -353,6 +383,7 @@ def atlas_corpus(
         raise ValueError(f"--workers {workers!r}: give a whole number, 1 or more")
     if gpus_per_worker < 0:
         raise ValueError(f"--gpus-per-worker {gpus_per_worker}: give 0 (CPU) or more")
+    stall_s = stall_seconds()
     the_plan = plan(model, max_tokens, gpus_per_worker)
     manifest = Manifest(the_plan.model, the_plan.max_tokens, batch_size(len(corpus.texts)),
                         len(corpus.texts), corpus.sha256)  # fmt: skip
@@ -362,7 +393,7 @@ def atlas_corpus(
         if len(store.done()) < manifest.n_parts:
             actors = start_workers(the_plan, workers, manifest.n_parts)
             report = bar if progress is True else (progress or None)
-            run(corpus, store, actors, report)
+            run(corpus, store, actors, report, stall_s)
         return store.finish(corpus)
     finally:
         if started:
