@@ -162,7 +162,9 @@ def summary(frame, out: Path) -> str:
     ]
     skipped = meta["skipped"]
     if skipped:
-        lines.append(f"{len(skipped):,} texts skipped (never cut):")
+        lines.append(
+            f"{len(skipped):,} text{'' if len(skipped) == 1 else 's'} skipped (never cut):"
+        )
         lines += [f"  {source}: {reason}" for _, source, reason in skipped[:20]]
         if len(skipped) > 20:
             lines.append(f"  ... and {len(skipped) - 20:,} more (all in atlas.parquet's metadata)")

@@ -6,9 +6,10 @@ Run:  .venv/bin/python bench/corpus.py [--model NAME ...] [--texts 200] [--worke
                                        [--gpus-per-worker G] [--max-tokens N] [--no-ray]
                                        [--long 4096]
 
-Default models: the bundled all-MiniLM-L6-v2 and attnviz-char-zh-en; any name load_model takes
-works (the largest bundled model: --model gemma-3-270m). --gpus-per-worker 1 puts each worker
-(and the baseline) on a GPU. --no-ray measures the baseline alone (a machine without Ray).
+Default models: the two bundled ones, all-MiniLM-L6-v2 (the largest, 22.7 M parameters) and
+attnviz-char-zh-en; any name load_model takes works (a Hub id, or a registry GGUF such as
+gemma-3-270m once issue 32's loader is in). --gpus-per-worker 1 puts each worker (and the
+baseline) on a GPU. --no-ray measures the baseline alone (a machine without Ray).
 --long N first scores one document of N tokens (a lean trace) and prints its time and memory.
 Every measurement runs in a fresh process (memory is compared), one torch thread per worker.
 On a shared machine texts/s follows the load; the CPU seconds a worker spends per text do not
@@ -101,7 +102,7 @@ def child_ray(args) -> dict:
         )  # fmt: skip
         run = time.perf_counter() - t1
         actors = [a for name, a in corpus_ray._pool.items() if name != "session"]
-        peaks = ray.get([a.peak.remote() for a in actors])
+        peaks = ray.get([a.peak.remote() for a in actors], timeout=120)
     ray.shutdown()
     first_t, first = seen[0]
     last_t, last = seen[-1]

@@ -165,10 +165,10 @@ def saved_atlases(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("atlases")
     model = load_model(device="cpu")
-    texts = probe_list("en")[:6]
-    store = corpus.Store.open(root / "run1", corpus.Manifest("all-MiniLM-L6-v2", 512, 6, 6, "x"))
+    texts = [*probe_list("en")[:6], "<b>far</b> too long " * 6_000]  # the last one: skipped
+    store = corpus.Store.open(root / "run1", corpus.Manifest("all-MiniLM-L6-v2", 512, 7, 7, "x"))
     store.write_part(0, corpus.score_batch(model, list(enumerate(texts)), 512))
-    frame = store.finish(corpus.Corpus(tuple(texts), tuple(f"probes:{i}" for i in range(6))))
+    frame = store.finish(corpus.Corpus(tuple(texts), tuple(f"probes:{i}" for i in range(7))))
     return root, frame
 
 
@@ -181,8 +181,12 @@ def test_a_saved_corpus_atlas_opens_from_the_data_directory(saved_atlases, monke
     assert len(heads) == len(frame) == 72
     assert at.subheader[0].value.startswith("Layer 0, head 2: ")
     assert any("6 texts measured" in c.value for c in at.caption)
+    skipped = [e for e in at.expander if "1 texts skipped by the run" in e.label]
+    assert skipped and skipped[0].get("dataframe")[0].value.values.tolist() == [
+        ["probes:6", "120,000 characters > 100,000"]
+    ]
     assert any("text " in m.value and "(probes" in m.value for m in at.markdown)  # the example
-    strongest = at.get("dataframe")[0].value
+    strongest = at.get("dataframe")[1].value  # after the skipped texts' table
     assert set(strongest["Text"]) <= {f"probes:{i}" for i in range(6)}
     assert _link(at)["query"]["view"] == ["detail"]  # whole texts open in Head detail
     # Only the folders listed: a name that walks out of the directory opens nothing.

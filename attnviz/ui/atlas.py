@@ -29,6 +29,7 @@ class Atlas:
     model: str
     texts: list[str] | None = None
     saved: dict[int, dict] | None = None
+    skipped: tuple[tuple[str, str], ...] = ()  # a saved atlas's (source, why) of texts it skipped
 
     def text(self, text_id: int) -> tuple[str, bool, str]:
         """(text, whole, source) of a text number; ("", False, "") when unknown."""

@@ -8,6 +8,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 
+import pandas as pd
 import streamlit as st
 
 from attnviz.engine import roles
@@ -17,8 +18,10 @@ from attnviz.serve.public import public
 from attnviz.ui import markup, url
 from attnviz.ui.atlas import Atlas
 from attnviz.ui.language import t
+from attnviz.ui.widgets import table
 
 SOURCES = url.key("at_source").options
+SKIPPED_SHOWN = 50  # skipped texts listed on the page (all of them are in the file)
 KEPT = 2  # saved atlases kept per process (each up to the budget's max_atlas_bytes, unpacked more)
 _opened: OrderedDict[str, Atlas] = OrderedDict()
 _lock = threading.Lock()
@@ -48,7 +51,9 @@ def _open(key: str, source) -> Atlas | None:
         st.error(markup.escape(err))
         return None
     texts = {int(x["id"]): x for x in saved.meta.get("texts", []) if isinstance(x, dict)}
-    atlas = Atlas(saved.sums, frame, str(saved.meta.get("model", "")), None, texts)
+    skipped = tuple((str(x[1]), str(x[2])) for x in saved.meta.get("skipped", [])
+                    if isinstance(x, list) and len(x) == 3)  # fmt: skip
+    atlas = Atlas(saved.sums, frame, str(saved.meta.get("model", "")), None, texts, skipped)
     with _lock:
         _opened[key] = atlas
         while len(_opened) > KEPT:
@@ -94,3 +99,9 @@ def about(atlas: Atlas) -> None:
     meta_texts = len(atlas.saved or {})
     n = int(atlas.sums["text"].nunique()) if len(atlas.sums) else 0
     st.caption(t("at.saved_about", model=markup.escape(atlas.model), n=n, listed=meta_texts))
+    if atlas.skipped:
+        with st.expander(t("at.saved_skipped", n=len(atlas.skipped))):
+            columns = [t("at.saved_skipped_text"), t("at.saved_skipped_why")]
+            table(pd.DataFrame(atlas.skipped[:SKIPPED_SHOWN], columns=columns), hide_index=True)
+            if len(atlas.skipped) > SKIPPED_SHOWN:
+                st.caption(t("at.saved_skipped_more", n=len(atlas.skipped) - SKIPPED_SHOWN))
