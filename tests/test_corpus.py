@@ -163,3 +163,25 @@ def test_a_saved_atlas_is_opened_within_bounds(char_model):
     many = pd.concat([sums] * 40, ignore_index=True)
     with pytest.raises(ValueError, match="too large here"):
         corpus.open_atlas(atlas_bytes(many, meta), max_bytes=len(many) * 32)
+
+
+def test_a_finished_folder_is_merged_without_ray(char_model, tmp_path, monkeypatch):
+    """The same command on a folder whose parts are all written only merges them: Ray is not
+    started (it took a minute on a busy machine)."""
+    from attnviz.serve import corpus_ray
+
+    texts = roles.probe_list("en")[:3]
+    manifest = corpus.Manifest(MODEL, 256, corpus_ray.batch_size(3), 3,
+                               corpus_ray._corpus(texts).sha256)  # fmt: skip
+    store = corpus.Store.open(tmp_path, manifest)
+    for k in range(manifest.n_parts):
+        ids = manifest.part_ids(k)
+        store.write_part(k, corpus.score_batch(char_model, [(i, texts[i]) for i in ids], 256))
+
+    def no_ray(address):
+        raise AssertionError("Ray was started for a finished folder")
+
+    monkeypatch.setattr(corpus_ray, "_connect", no_ray)
+    frame = corpus_ray.atlas_corpus(MODEL, texts, tmp_path, progress=False)
+    assert frame.equals(roles.merge_sums(corpus.open_atlas(tmp_path / "atlas.parquet").sums))
+    assert len(frame) == 32 and (tmp_path / "heads.csv").exists()

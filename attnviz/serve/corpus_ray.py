@@ -388,19 +388,19 @@ def atlas_corpus(
     manifest = Manifest(the_plan.model, the_plan.max_tokens, batch_size(len(corpus.texts)),
                         len(corpus.texts), corpus.sha256)  # fmt: skip
     store = Store.open(out, manifest)
-    started = _connect(address)
-    try:
-        if len(store.done()) < manifest.n_parts:
+    if len(store.done()) < manifest.n_parts:  # a finished folder is only merged: no Ray
+        started = _connect(address)
+        try:
             actors = start_workers(the_plan, workers, manifest.n_parts)
             report = bar if progress is True else (progress or None)
             run(corpus, store, actors, report, stall_s)
-        return store.finish(corpus)
-    finally:
-        if started:
-            import ray
+        finally:
+            if started:
+                import ray
 
-            _pool.clear()
-            ray.shutdown()
+                _pool.clear()
+                ray.shutdown()
+    return store.finish(corpus)
 
 
 def _corpus(texts: str | Path | list[str]) -> Corpus:
