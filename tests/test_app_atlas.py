@@ -184,7 +184,7 @@ def test_a_saved_corpus_atlas_opens_from_the_data_directory(saved_atlases, monke
     skipped = [
         e
         for e in at.expander
-        if "Texts the run skipped (longer than its token limit; never cut): 1" == e.label
+        if e.label == "Texts the run skipped (longer than its token limit; never cut): 1"
     ]
     assert skipped and skipped[0].get("dataframe")[0].value.values.tolist() == [
         ["probes:6", "120,000 characters > 100,000"]
