@@ -36,7 +36,7 @@ ALLOWED = set(
     e alpha delta Delta sqrt frac top Sublayer Var split_head inf nan NaN X_kv
     float32 float16 bfloat16 NumPy attnviz
     GPT Llama Qwen Mistral Gemma Phi OLMo Granite RoBERTa BART Abnar Zuidema AttentionViz PCA
-    BOS EOS ln Top sink Xiao StreamingLLM
+    BOS EOS ln Top sink Xiao StreamingLLM Kobayashi WordPiece SentencePiece BPE Logit
     """,
     )
 )
@@ -122,8 +122,12 @@ def visible_texts(at) -> list[str]:
 
 
 def _allowed_words(at) -> set[str]:
-    """The page's own sentences: token text stays as typed (and in pieces, as tokenizers cut)."""
+    """The page's own sentences: token text stays as typed (and in pieces, as tokenizers cut);
+    the head atlas's probe texts too (its table of strongest texts quotes them)."""
+    from attnviz.engine.roles import probe_list
+
     sentences = list(examples("en").values()) + list(examples("zh").values())
+    sentences += probe_list("both")
     for kind in ("text_area", "text_input"):
         sentences += [str(w.value or "") for w in at.get(kind)]
     return {w for s in sentences for w in re.findall(r"[A-Za-z]+", s)}
