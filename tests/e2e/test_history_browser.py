@@ -6,7 +6,9 @@ from __future__ import annotations
 import time
 import urllib.parse
 
-VIEW = '[data-testid="stButtonGroup"] >> nth=0 >> button[role="radio"]'
+# the view picker: the button group that offers Head detail (the Pretrained page's Tokens switch
+# "pieces | words" may stand before it)
+VIEW = '[data-testid="stButtonGroup"]:has(button:has-text("Head detail")) >> button[role="radio"]'
 KEYS = ("view", "layer", "head")
 
 
