@@ -102,7 +102,9 @@ class Generation:
     what_if: WhatIf
     cache: bool  # True: one token per forward through the KV cache
     stopped: str = "length"  # "length", or "eos" when the model produced its end token
-    texts: list[str] = field(default_factory=list)  # each id decoded alone (for labels)
+    # each token's text: they join into the decoded text (a character split over byte pieces on
+    # its first piece, '' on the rest)
+    texts: list[str] = field(default_factory=list)
 
     @property
     def generated(self) -> list[int]:
@@ -226,6 +228,7 @@ def generate(
     the whole sequence at each step instead of using the KV cache (slower; the same rows: the
     check of the cached path). Stops early at the model's end token."""
     from attnviz.engine.hooked.intercept import Knobs, Recording
+    from attnviz.engine.hooked.labels import token_labels, token_texts
 
     sampling = sampling or Sampling()
     what_if = what_if or WhatIf()
@@ -287,8 +290,8 @@ def generate(
                 break
     first = model.blocks[0]
     with model.call_lock:
-        tokens = model.tokenizer.convert_ids_to_tokens(ids)
-        texts = [model.tokenizer.decode([i]) for i in ids]
+        tokens = token_labels(model.tokenizer, ids)  # byte pieces read as characters
+        texts = token_texts(model.tokenizer, ids)
     return Generation(
         ids=ids,
         tokens=tokens,

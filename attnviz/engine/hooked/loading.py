@@ -25,6 +25,7 @@ from attnviz.engine import validate
 from attnviz.engine.budget import budget
 from attnviz.engine.budget import size as size_text
 from attnviz.engine.bundled import trained_folder
+from attnviz.engine.hooked import gguf_cache
 from attnviz.engine.hooked.families import (
     BERT_FAMILY,
     BLOCK_PATHS,
@@ -317,12 +318,17 @@ def load_model(
     if name is not None and not isinstance(name, str):
         return _from_object(name, tokenizer, validate.device(device))
     name, device = validate.model_name(name), validate.device(device)
-    validate.model_folder(name)
+    gguf = gguf_cache.source(name)  # a registry LLM, a .gguf file or a folder holding one
+    if gguf is None:
+        validate.model_folder(name)
     dev = _pick_device(device)
     torch_dtype = _dtype(dtype, dev)
     label = name or DEFAULT_NAME
     _say(progress, Message("load.finding", name=label))
-    source, local_only, safetensors = resolve(name)
+    if gguf is not None:  # converted once into a checked cache folder (engine/hooked/gguf_cache)
+        source, local_only, safetensors = str(gguf_cache.converted(gguf, progress)), True, True
+    else:
+        source, local_only, safetensors = resolve(name)
     try:
         config = AutoConfig.from_pretrained(source, local_files_only=local_only)
     except (OSError, ValueError) as e:

@@ -19,6 +19,7 @@ from attnviz.engine.budget import (
 from attnviz.engine.hooked.encoding import _collate, _decoder_inputs, _encode, _special
 from attnviz.engine.hooked.families import CROSS, DECODER, POST_LN
 from attnviz.engine.hooked.intercept import Knobs, Recording
+from attnviz.engine.hooked.labels import token_labels
 from attnviz.engine.hooked.loading import LoadedModel
 from attnviz.engine.lean import lean_scores, lean_weights
 from attnviz.engine.trace import LayerTrace, Trace
@@ -272,7 +273,7 @@ def _run(
             return _layer_traces(model, record, out, outputs, cpu, own, masks, part, b, n_q, n_k)
 
         first = model.blocks[0].part
-        tokens = model.tokenizer.convert_ids_to_tokens(ids)
+        tokens = token_labels(model.tokenizer, ids)  # byte pieces read as characters
         types = enc["token_type_ids"][b, :n_b].tolist() if "token_type_ids" in enc else [0] * n_b
         trace = Trace(
             tokens=tokens,
@@ -291,7 +292,7 @@ def _run(
         if dec is not None:
             d_ids = dec["input_ids"][b].tolist()
             m = len(d_ids)
-            d_tokens = model.tokenizer.convert_ids_to_tokens(d_ids)
+            d_tokens = token_labels(model.tokenizer, d_ids)
             d_special = _special(model, d_ids, dec["attention_mask"][b].tolist())
             for part, keys in ((DECODER, None), (CROSS, tokens)):
                 trace.parts[part] = Trace(
