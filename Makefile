@@ -65,13 +65,14 @@ e2e: $(TEST_STAMP)
 	$(PY) -m pytest $(PYTEST_WORKERS) -m e2e
 
 # bench/load.py starts its own servers (`make run`'s settings); BENCH_FLAGS=--quick for a short run.
-bench: $(TEST_STAMP)
+bench: $(TEST_STAMP) llms
 	$(MALLOC) $(PY) bench/engine.py
 	$(MALLOC) $(PY) bench/hooked.py
 	$(MALLOC) $(PY) bench/hostile.py
 	$(MALLOC) $(PY) bench/long_context.py
 	$(MALLOC) $(PY) bench/bandpool.py
 	OMP_NUM_THREADS=1 $(PY) bench/long_latency.py
+	$(MALLOC) $(PY) bench/llms.py
 	$(PY) bench/load.py $(BENCH_FLAGS)
 
 # The texts attnviz trains on (Debian's fortunes-zh, GPL-3, and fortunes); tests/test_trained.py

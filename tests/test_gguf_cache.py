@@ -286,3 +286,18 @@ def test_fetch_keeps_a_file_only_when_its_sha256_is_the_recorded_one(tmp_path, h
     said: list[str] = []
     fetch.fetch(name, say=said.append)  # present and checked: nothing downloaded
     assert said == ["fake: fake.gguf is here, sha256 checked"]
+
+
+def test_public_mode_lists_installed_registry_models_and_takes_no_paths(tiny, home, monkeypatch):
+    from attnviz.serve.public import allowed_models, check_model
+
+    monkeypatch.delenv("ATTNVIZ_MODELS", raising=False)
+    monkeypatch.setenv("ATTNVIZ_PUBLIC", "1")
+    assert "smollm2-135m" not in allowed_models()  # not installed in this ATTNVIZ_HOME
+    (home / "gguf").mkdir(parents=True)
+    (home / "gguf" / REGISTRY["smollm2-135m"].file).write_bytes(b"GGUF")  # present (unchecked)
+    assert allowed_models()[2:] == ["smollm2-135m"]
+    assert check_model("smollm2-135m") == "smollm2-135m"
+    for path in (str(tiny), str(tiny.parent)):
+        with pytest.raises(ValueError, match="not available on this server"):
+            check_model(path)

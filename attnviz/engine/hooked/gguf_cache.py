@@ -90,19 +90,24 @@ def sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def check(header: GGUFHeader, label: str) -> None:
-    """Refuse, before any weight is dequantised, a GGUF whose architecture attnviz does not trace
-    or whose weights would be over the budget once float32."""
+def traced_architectures() -> list[str]:
+    """GGUF architectures that transformers reads and attnviz traces (llama, gemma3, qwen2...)."""
     from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
 
+    return sorted(a for a in GGUF_SUPPORTED_ARCHITECTURES if MODEL_TYPES.get(a, a) in BLOCK_PATHS)
+
+
+def check(header: GGUFHeader, label: str, convert: bool = True) -> None:
+    """Refuse, before any weight is dequantised, a GGUF whose architecture attnviz does not trace
+    or whose weights would be over the budget once float32. `convert`: also that transformers
+    reads the architecture (its GGUF tables take a second to import: a cached file skips that)."""
     arch, model_type = header.architecture, header.model_type
     if model_type in UNSUPPORTED:
         raise ValueError(f"{label} is a {arch!r} model, not supported: {UNSUPPORTED[model_type]}.")
-    traced = sorted(a for a in GGUF_SUPPORTED_ARCHITECTURES if MODEL_TYPES.get(a, a) in BLOCK_PATHS)
-    if arch not in traced:
+    if model_type not in BLOCK_PATHS or (convert and arch not in traced_architectures()):
         raise ValueError(
             f"{label} is a {arch or 'unnamed'!r} model; attnviz traces these GGUF architectures: "
-            f"{', '.join(traced)}."
+            f"{', '.join(traced_architectures())}."
         )
     need, limit = header.float32_bytes, budget().max_model_bytes
     if need > limit:
@@ -125,7 +130,7 @@ def converted(gguf: GGUFSource, progress: Callable[[str], None] | None = None) -
             f"{size_text(limit, 2)} (ATTNVIZ_MAX_MODEL_BYTES): pick a smaller model."
         )
     header = read_header(gguf.path, label)
-    check(header, label)
+    check(header, label, convert=False)
     digest = sha256(gguf.path)
     if gguf.sha256 is not None and digest != gguf.sha256:
         raise ValueError(
@@ -138,6 +143,7 @@ def converted(gguf: GGUFSource, progress: Callable[[str], None] | None = None) -
     with _converting:
         if is_valid(folder, digest):  # another thread converted it meanwhile
             return folder
+        check(header, label)  # transformers reads this architecture
         size = size_text(header.float32_bytes, 2)
         say(Message("load.gguf_convert", name=label, size=size))
         folder.parent.mkdir(parents=True, exist_ok=True)
