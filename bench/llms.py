@@ -240,7 +240,7 @@ def child_atlas(name: str) -> dict:
     for score in ("first_token", "previous_token", "induction", "duplicate_token"):
         top = atlas.nlargest(5, score)
         out[score] = [
-            (int(r.layer), int(r.head), round(float(r[score]), 3)) for _, r in top.iterrows()
+            (int(r["layer"]), int(r["head"]), round(float(r[score]), 3)) for _, r in top.iterrows()
         ]
         out[f"{score}_over_0.5"] = int((atlas[score] >= 0.5).sum())
     top = alone.nlargest(5, "induction")

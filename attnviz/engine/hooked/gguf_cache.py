@@ -36,7 +36,7 @@ from attnviz.engine.hooked.families import BLOCK_PATHS, UNSUPPORTED
 from attnviz.engine.hooked.gguf_header import MODEL_TYPES, GGUFHeader, read_header
 from attnviz.i18n import Message
 
-FORMAT = 1  # the cache folder's layout; a folder of another format is rebuilt
+FORMAT = 2  # the cache folder's layout; a folder of another format is rebuilt
 MANIFEST = "attnviz-cache.json"
 WEIGHTS = "model.safetensors"
 HASH_IN_FULL = 64 * 2**20  # files up to this size are re-hashed on every load; bigger ones sized
@@ -162,7 +162,6 @@ def _convert(
     """Dequantise with transformers' GGUF reader and write config, weights, tokenizer and (last)
     the manifest into `out`."""
     import torch
-    from safetensors.torch import save_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     label, started = gguf.label, time.perf_counter()
@@ -186,8 +185,8 @@ def _convert(
     if hasattr(config, "quantization_config"):  # else from_pretrained would look for a GGUF
         del config.quantization_config
     config.save_pretrained(out)
-    save_model(model, str(out / WEIGHTS))  # a tied embedding stored once
-    tokenizer.save_pretrained(out)
+    _save_weights(model, out / WEIGHTS)
+    _save_tokenizer(tokenizer, out)
     files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256(p)} for p in out.iterdir()}
     manifest = {
         "format": FORMAT,
@@ -199,6 +198,56 @@ def _convert(
         "versions": _versions(),
     }  # fmt: skip
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+
+
+def _save_weights(model, path: Path) -> None:
+    """The state dict as safetensors, a tensor shared by two names (a tied embedding) stored once
+    under its first name (model.embed_tokens.weight, as transformers saves it: stored as lm_head
+    the embedding would be initialised at random on every load before being tied, ~1 s)."""
+    from safetensors.torch import save_file
+
+    kept, seen = {}, set()
+    for name, tensor in model.state_dict().items():
+        if tensor.data_ptr() not in seen:
+            seen.add(tensor.data_ptr())
+            kept[name] = tensor.contiguous()
+    save_file(kept, str(path), metadata={"format": "pt"})
+
+
+# Texts the saved tokenizer must split exactly as the one transformers built from the GGUF.
+TOKENIZER_PROBES = ("The animal didn't cross the street.", "我爱水课。狗咬人 😀👍🏽 naïve\n\n  x",
+                    "<bos> <|im_start|> 123 4567 龘")  # fmt: skip
+
+
+def _save_tokenizer(tokenizer, out: Path) -> None:
+    """The tokenizer, its tokenizer.json compact and read by transformers' generic fast class,
+    which only parses it in Rust (a family class such as GemmaTokenizer also parses the JSON in
+    Python and keeps its 262k vocabulary and 515k merges as Python objects, which every copy of
+    the tokenizer copies again: seconds a load). Kept only when it splits the probes as the
+    original does; else the family class stays."""
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    tokenizer.save_pretrained(out)
+    path = out / "tokenizer.json"
+    if not path.exists():
+        return
+    Tokenizer.from_file(str(path)).save(str(path), pretty=False)
+    settings = out / "tokenizer_config.json"
+    original = settings.read_text(encoding="utf-8")
+    config = json.loads(original)
+    config["tokenizer_class"] = "TokenizersBackend"
+    settings.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    fast = AutoTokenizer.from_pretrained(out)
+    ids = [tokenizer(t)["input_ids"] for t in TOKENIZER_PROBES]
+    same = all(
+        fast(t)["input_ids"] == i
+        and fast.convert_ids_to_tokens(i) == tokenizer.convert_ids_to_tokens(i)
+        and fast.decode(i) == tokenizer.decode(i)
+        for t, i in zip(TOKENIZER_PROBES, ids, strict=True)
+    )
+    if not same or fast.all_special_tokens != tokenizer.all_special_tokens:
+        settings.write_text(original, encoding="utf-8")
 
 
 def _versions() -> dict[str, str]:

@@ -27,6 +27,7 @@ _SCALARS = {
     6: ("<f", 4), 7: ("<?", 1), 10: ("<Q", 8), 11: ("<q", 8), 12: ("<d", 8),
 }  # fmt: skip
 _STRING, _ARRAY = 8, 9
+_LENGTH = struct.Struct("<Q")
 # llama.cpp's architecture name -> transformers' model_type, where they differ (transformers'
 # GGUF loader does the same renaming).
 MODEL_TYPES = {"gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe"}
@@ -117,6 +118,16 @@ class _Cursor:
         except UnicodeDecodeError:
             raise ValueError(f"{self.label}: the {what} is not UTF-8 text (corrupt file)") from None
 
+    def skip_strings(self, count: int, key: str) -> None:
+        """Step over `count` strings (a vocabulary: 262k of them), each inside the limit."""
+        length, buf, end, pos = _LENGTH.unpack_from, self.buf, self.end, self.pos
+        for _ in range(count):
+            if pos + 8 > end or pos + 8 + length(buf, pos)[0] > end:
+                self.pos = pos
+                self.take(end - pos + 1, f"array {key!r}")  # past the end: raises
+            pos += 8 + length(buf, pos)[0]
+        self.pos = pos
+
     def value(self, kind: int, key: str, depth: int = 0) -> object:
         if kind in _SCALARS:
             return self.scalar(kind, f"value of {key!r}")
@@ -132,8 +143,7 @@ class _Cursor:
         elif inner == _STRING:
             if count > self.end - self.pos:  # each string takes at least 8 bytes
                 raise ValueError(f"{self.label}: array {key!r} claims {count:,} strings (corrupt)")
-            for _ in range(count):
-                self.string(f"an item of {key!r}", keep=False)
+            self.skip_strings(count, key)
         else:
             raise ValueError(f"{self.label}: array {key!r} holds values of type {inner} (corrupt)")
         return count  # an array is kept as its length
