@@ -2,8 +2,10 @@
 
 Public API: trace_text (the toy stack), load_model and trace_model (a pretrained model), show (any
 view in a notebook; "explore" for the interactive widget), rollout, next_tokens, Trace and
-LayerTrace (the tensors), StackConfig. The engine never imports streamlit. The pretrained-model
-half (transformers) loads on first use.
+LayerTrace (the tensors), StackConfig; what heads write: head_logits and logit_lens (a decoder's
+next-token logits read head by head and layer by layer), grouped (words instead of pieces),
+compare (two traces head by head), special_share (value-weighted attention on special tokens).
+The engine never imports streamlit. The pretrained-model half (transformers) loads on first use.
 """
 
 from __future__ import annotations
@@ -11,15 +13,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from attnviz.engine.bundled import bundled_models
+from attnviz.engine.compare import compare
 from attnviz.engine.config import StackConfig
 from attnviz.engine.next_token import next_tokens
 from attnviz.engine.rollout import rollout
 from attnviz.engine.stack import trace_text
+from attnviz.engine.stats import special_share
 from attnviz.engine.trace import LayerTrace, Trace
+from attnviz.engine.words import grouped
 
 if TYPE_CHECKING:
     from attnviz.engine.generate import generate
     from attnviz.engine.hooked import load_model, trace_model
+    from attnviz.engine.lens import head_logits, logit_lens
     from attnviz.engine.roles import head_roles
     from attnviz.views.notebook import show
 
@@ -36,6 +42,11 @@ __all__ = [
     "generate",
     "head_roles",
     "bundled_models",
+    "head_logits",
+    "logit_lens",
+    "grouped",
+    "compare",
+    "special_share",
 ]
 
 
@@ -45,6 +56,10 @@ def __getattr__(name: str):
         from attnviz.engine import hooked
 
         return getattr(hooked, name)
+    if name in ("head_logits", "logit_lens"):  # a decoder's logits, read through its modules
+        from attnviz.engine import lens
+
+        return getattr(lens, name)
     if name == "generate":  # attention while a decoder generates (needs transformers)
         from attnviz.engine.generate import generate
 

@@ -3,29 +3,48 @@
 import streamlit as st
 
 from attnviz import ui
+from attnviz.ui import language
+
+
+def page(path: str, **how) -> st.Page:
+    # By absolute path: Streamlit resolves a relative one against the main script, which is the
+    # repository root's app.py under `streamlit run app.py` (it runs this file).
+    return st.Page(ui.page_file(path), **how)
+
 
 st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
-ui.sidebar()
+ui.url.migrate()  # older key names in a link (b_ablate) read as today's (wi_silence)
+language.seed_language()  # the titles below are translated
 
 explore = [
-    st.Page(
+    page(
         "app_pages/playground.py",
         title=ui.t("nav.playground"),
         icon=":material/tune:",
         default=True,
     ),
-    st.Page("app_pages/bert.py", title=ui.t("nav.bert"), icon=":material/psychology:"),
-    st.Page("app_pages/generate.py", title=ui.t("nav.generate"), icon=":material/auto_awesome:"),
-    st.Page("app_pages/atlas.py", title=ui.t("nav.atlas"), icon=":material/grid_view:"),
+    page("app_pages/pretrained.py", title=ui.t("nav.bert"), icon=":material/psychology:"),
+    page("app_pages/generate.py", title=ui.t("nav.generate"), icon=":material/auto_awesome:"),
+    page("app_pages/atlas.py", title=ui.t("nav.atlas"), icon=":material/grid_view:"),
 ]
-# The classroom pages in teaching order (attnviz.lessons.path; the lesson ends on the BERT page).
+# The classroom pages in teaching order (attnviz.lessons.path; the lesson ends on the Pretrained
+# page).
 lesson = [
-    st.Page("app_pages/step_by_step.py", title=ui.t("nav.steps"), icon=":material/footprint:"),
-    st.Page("app_pages/why_scale.py", title=ui.t("nav.why_scale"), icon=":material/functions:"),
-    st.Page("app_pages/lab.py", title=ui.t("nav.lab"), icon=":material/model_training:"),
-    st.Page("app_pages/masks.py", title=ui.t("nav.masks"), icon=":material/visibility_off:"),
-    st.Page("app_pages/multihead.py", title=ui.t("nav.multihead"), icon=":material/calculate:"),
-    st.Page("app_pages/sharing.py", title=ui.t("nav.sharing"), icon=":material/share:"),
-    st.Page("app_pages/positions.py", title=ui.t("nav.positions"), icon=":material/swap_horiz:"),
+    page("app_pages/step_by_step.py", title=ui.t("nav.steps"), icon=":material/footprint:"),
+    page("app_pages/why_scale.py", title=ui.t("nav.why_scale"), icon=":material/functions:"),
+    page("app_pages/lab.py", title=ui.t("nav.lab"), icon=":material/model_training:"),
+    page("app_pages/masks.py", title=ui.t("nav.masks"), icon=":material/visibility_off:"),
+    page("app_pages/multihead.py", title=ui.t("nav.multihead"), icon=":material/calculate:"),
+    page("app_pages/sharing.py", title=ui.t("nav.sharing"), icon=":material/share:"),
+    page("app_pages/positions.py", title=ui.t("nav.positions"), icon=":material/swap_horiz:"),
 ]
-st.navigation({ui.t("nav.explore"): explore, ui.t("nav.lesson"): lesson}).run()
+# Older paths (/bert) open today's page with the same link; not listed in the menu.
+moved = [
+    st.Page(lambda new=new: ui.url.redirect(new), title=ui.t("nav.bert"), url_path=old,
+            visibility="hidden")
+    for old, new in ui.url.PAGE_ALIASES.items()
+]  # fmt: skip
+shown = st.navigation({ui.t("nav.explore"): explore + moved, ui.t("nav.lesson"): lesson})
+language.language_to_url()  # a ?lang=zh link: into the address bar now (reruns once)
+ui.sidebar(shown.url_path)
+shown.run()

@@ -1,6 +1,6 @@
 """The overview's pass over bands at 4,096 tokens three ways, in one process, alternating:
 one layer after another with two torch threads (what a page's thread did before), the same with
-one thread, and attnviz.engine.bandpool (one layer per thread, one core each).
+one thread, and attnviz.serve.bandpool (one layer per thread, one core each).
 
 Run:  .venv/bin/python bench/bandpool.py [--tokens 4096] [--repeats 3]
 
@@ -32,8 +32,9 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from attnviz.engine import bandpool, bands
+    from attnviz.engine import bands
     from attnviz.engine.hooked import load_model, trace_model
+    from attnviz.serve import bandpool
 
     with tempfile.TemporaryDirectory() as folder:
         build(folder)

@@ -49,7 +49,7 @@ def text_of(n_tokens: int) -> str:
 def timed_open(page, base: str, view: str, text: str) -> float:
     query = urllib.parse.urlencode({"view": view, "text": text, "layer": 0, "head": 0})
     t0 = time.perf_counter()
-    page.goto(f"{base}/bert?{query}")
+    page.goto(f"{base}/pretrained?{query}")
     page.wait_for_function(DRAWN[view], timeout=120_000, polling=20)
     page.evaluate(FRAMES)
     return time.perf_counter() - t0

@@ -190,7 +190,7 @@ async def student(url: str, idx: int, n_tokens: int, think: tuple[float, float])
         await asyncio.sleep(dt)
 
     try:
-        async with Session(url, page="bert") as s:
+        async with Session(url, page="pretrained") as s:
             await pause()
             out.steps.append(_step("open page", await s.rerun()))
             await pause()
@@ -284,7 +284,7 @@ def load_run(
 async def control_changes(url: str, n_tokens: int, reps: int) -> list[float]:
     """One session on Head detail: time `reps` head changes."""
     rng = random.Random(7)
-    async with Session(url, page="bert") as s:
+    async with Session(url, page="pretrained") as s:
         await s.rerun()
         s.set("text", string_value=sentence(rng, n_tokens))
         s.set("view", string_array_value=["Head detail"])
@@ -301,7 +301,7 @@ async def control_changes(url: str, n_tokens: int, reps: int) -> list[float]:
 
 
 async def warm(url: str) -> None:
-    async with Session(url, page="bert", timeout=300) as s:
+    async with Session(url, page="pretrained", timeout=300) as s:
         run = await s.rerun()
         if "mosaic" not in run.elements:
             await s.wait_for("mosaic", 300)
@@ -310,7 +310,7 @@ async def warm(url: str) -> None:
 def distinct_sentences(server: Server, count: int, n_tokens: int) -> None:
     async def go() -> None:
         rng = random.Random(99)
-        async with Session(server.url, page="bert", timeout=300) as s:
+        async with Session(server.url, page="pretrained", timeout=300) as s:
             await s.rerun()
             for i in range(count):
                 s.set("text", string_value=f"{i} " + sentence(rng, n_tokens - 1))
@@ -336,7 +336,7 @@ def distinct_sentences(server: Server, count: int, n_tokens: int) -> None:
 def cold_start(settings: dict, name: str) -> None:
     async def first_visit(server: Server) -> tuple[float, float]:
         t0 = time.perf_counter()
-        async with Session(server.url, page="bert", timeout=300) as s:
+        async with Session(server.url, page="pretrained", timeout=300) as s:
             first = await s.rerun()
             drawn = time.perf_counter() - t0
             if "mosaic" not in first.elements:
@@ -375,7 +375,7 @@ def cold_browser(settings: dict, name: str) -> None:
     def visit(browser, url: str) -> tuple[float, float]:
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         t0 = time.perf_counter()
-        page.goto(f"{url}/bert", wait_until="commit")
+        page.goto(f"{url}/pretrained", wait_until="commit")
         page.locator("h1").first.wait_for(timeout=120_000)
         drawn = time.perf_counter() - t0
         page.locator(image).first.wait_for(state="attached", timeout=120_000)

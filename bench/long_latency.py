@@ -15,7 +15,7 @@ into the page's "Long document" box while the view is "One query" (cheap), then:
   paste another on the Overview  a second document pasted while the overview is open (the
                          trace and the pass in one rerun: no target, as for the first paste)
 The pass over bands starts in the background as soon as the server has made a long trace
-(attnviz.engine.bandpool), one layer per core; a view that asks for it mid-way waits for it.
+(attnviz.serve.bandpool), one layer per core; a view that asks for it mid-way waits for it.
 Time: from sending the rerun to its script_finished (what the browser waits for). Bytes: what
 arrived on the client's socket for that change (websocket compression on, as the app serves it).
 Targets (issue 22): each change within 2 s and at most 1 MB, at 4,096 tokens on this machine.
@@ -50,7 +50,7 @@ def document(n_tokens: int, shift: int) -> str:
 async def one_document(url: str, folder: str, n_tokens: int, shift: int) -> list[tuple]:
     """The steps above for one new document: (name, seconds, bytes, drew, error) each."""
     out = []
-    async with Session(url, page="bert", query=f"model={folder}", timeout=300) as s:
+    async with Session(url, page="pretrained", query=f"model={folder}", timeout=300) as s:
         run = await s.rerun()
         deadline = time.perf_counter() + 180
         while "view" not in run.elements and time.perf_counter() < deadline:

@@ -16,7 +16,7 @@ APP = str(APP_DIR / "app.py")
 
 
 def app(page: str | None = None, query: dict | None = None) -> AppTest:
-    if page and ("bert" in page or "atlas" in page):
+    if page and ("pretrained" in page or "atlas" in page):
         # AppTest has no browser to rerun the page once the background load is done: wait here.
         from attnviz.serve import warmup
 
@@ -65,18 +65,19 @@ def page_text(at: AppTest) -> str:
 
 
 def pages() -> list[str]:
-    """The page files app.py's navigation lists, in its order (st.Page("app_pages/x.py", ...))."""
+    """The page files app.py's navigation lists, in its order (page("app_pages/x.py", ...), its
+    st.Page by absolute path)."""
     tree = ast.parse((ROOT / "attnviz" / "app.py").read_text())
     found = []
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Call)
-            and getattr(node.func, "attr", getattr(node.func, "id", "")) == "Page"
+            and getattr(node.func, "attr", getattr(node.func, "id", "")) in ("Page", "page")
             and node.args
             and isinstance(node.args[0], ast.Constant)
         ):
             found.append(node.args[0].value)
-    assert found, "no st.Page(...) found in app.py"
+    assert found, "no page(...) found in app.py"
     return found
 
 

@@ -57,14 +57,14 @@ def test_link_opens_the_head_and_its_example():
     from attnviz.engine.roles import probe_list
 
     link = _link(at)
-    assert link["page"] == "bert"
+    assert link["page"] == "pretrained"
     q = link["query"]
     assert q["view"] == ["detail"] and q["layer"] == ["0"] and q["head"] == ["2"]
     i, k = (int(x) for x in q["mark"][0].split(","))
     assert k == i - 1  # a previous-token head's example points at the token before
     assert q["text"][0] in probe_list("en")  # the probe text itself travels in the link
     # The link opens the model page on that text, that head, the cell outlined.
-    bert = app("app_pages/bert.py", {key: v[0] for key, v in q.items()})
+    bert = app("app_pages/pretrained.py", {key: v[0] for key, v in q.items()})
     assert not bert.exception, bert.exception
     assert bert.session_state["text"] == q["text"][0]
     assert any("Outlined" in c.value for c in bert.caption)
@@ -122,7 +122,7 @@ def test_encoder_decoder_gets_a_grid_per_part(tmp_path):
     assert heads == [(la, h) for la in range(2) for h in range(4)]
     assert "Cross" in grid["layout"]["title"]["text"] or "cross" in grid["layout"]["title"]["text"]
     q = _link(at)["query"]
-    assert q["b_part"] == ["cross"] and q["model"] == [str(tmp_path)] and q["layer"] == ["1"]
+    assert q["part"] == ["cross"] and q["model"] == [str(tmp_path)] and q["layer"] == ["1"]
 
 
 def test_too_many_texts_are_cut_with_a_message():

@@ -54,7 +54,9 @@ def test_detail_shows_scores_logits_and_weights_of_the_chosen_head() -> None:
     scores, logits, weights = (z_of(s) for s in heatmap_specs(at))
     ref = reference(causal=True).layers[0]
     np.testing.assert_allclose(scores, ref.scores[2].numpy(), atol=1e-5)
-    np.testing.assert_allclose(weights, ref.weights[2].numpy(), atol=1e-6)
+    allowed = ref.mask.numpy()  # causal: a key after the query is masked, drawn as masked
+    np.testing.assert_allclose(weights[allowed], ref.weights[2].numpy()[allowed], atol=1e-6)
+    assert np.isnan(weights[~allowed]).all()  # an empty cell, not a weight of 0.00
     assert np.isnan(logits[0, 1:]).all()  # masked logits are -inf, drawn as empty cells
     np.testing.assert_allclose(logits[1, :2], ref.scores[2, 1, :2].numpy() * ref.scale, atol=1e-5)
 

@@ -3,8 +3,13 @@ the link reach the engine, and bad links or names get a message instead of a tra
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from attnviz.engine.generate import TRAINED_DECODER, Sampling, WhatIf, generate
 from attnviz.engine.hooked import load_model
+from attnviz.views.tokens import piece, visible
 from tests.apphelpers import app, page_text
 
 PAGE = "app_pages/generate.py"
@@ -22,9 +27,9 @@ def test_a_link_reopens_the_same_run_at_its_step() -> None:
         Sampling(greedy=False, top_k=50, seed=9),
         WhatIf(temperature=2.0, ablate=frozenset({(0, 1), (2, 3)})),
     )  # fmt: skip
-    metrics = [m.value for m in at.metric]
-    assert metrics[0] == run.tokens[run.steps[2].position]
-    assert metrics[1] == run.tokens[run.steps[2].position + 1]
+    metrics = [m.value for m in at.metric]  # whitespace drawn (␣, ⏎): a space is no blank
+    assert metrics[0] == visible(run.texts[run.steps[2].position])
+    assert metrics[1] == visible(run.texts[run.steps[2].position + 1])
     assert len(at.get("plotly_chart")) == 3
 
 
@@ -46,3 +51,50 @@ def test_bad_links_and_names_get_messages() -> None:
     at.text_input(key="g_model").set_value("").run()  # back to the trained decoder
     assert not at.exception and at.text_area(key="g_prompt").value == "my own prompt"
     assert at.session_state["g_ablate"] == ["L0H1"] and at.get("plotly_chart")
+
+
+def test_the_default_prompt_follows_the_language() -> None:
+    # Issue 34: with ?lang=zh Generate's prompt stayed English.
+    at = app(PAGE, {"lang": "zh", "g_n": "2"})
+    assert not at.exception and at.text_area(key="g_prompt").value == "床前明月光，"
+    at.radio(key="lang").set_value("English").run()
+    assert at.text_area(key="g_prompt").value == "The cat sat on the mat and"
+    at.text_area(key="g_prompt").set_value("我爱").run()
+    at.radio(key="lang").set_value("中文").run()
+    assert not at.exception and at.text_area(key="g_prompt").value == "我爱"
+
+
+def _generated(at) -> str:
+    """The page's "Generated" line as a reader sees it (Markdown's backslash escapes removed)."""
+    line = next(m.value for m in at.markdown if "**Generated (" in m.value)
+    return re.sub(r"\\(.)", r"\1", line.split(":** ", 2)[-1])
+
+
+@pytest.mark.parametrize(
+    "knobs", [{}, {"g_scale": "false", "g_ablate": ["L0H0", "L0H6"]}], ids=["default", "what-if"]
+)
+def test_every_generated_token_is_shown_whitespace_drawn(knobs) -> None:
+    # Issue 34: the default run showed 12 of its 16 tokens (4 were spaces, which Markdown drops),
+    # and a what-if run of spaces and line breaks read "Generated:" and nothing. The character
+    # model's tokens are one character each: one drawn character a token.
+    at = app(PAGE, knobs)
+    assert not at.exception
+    run = generate(
+        load_model(TRAINED_DECODER, device="cpu"), "The cat sat on the mat and", 16,
+        Sampling(), WhatIf(use_scale="g_scale" not in knobs,
+                           ablate=frozenset({(0, 0), (0, 6)} if knobs else ())),
+    )  # fmt: skip
+    made = run.texts[run.n_prompt :]
+    assert len(made) == 16 and any(not t.strip() for t in made)  # whitespace among them
+    shown = _generated(at)
+    pairs = zip(run.tokens[run.n_prompt :], made, strict=True)
+    assert shown == "".join(visible(piece(tok, text)) for tok, text in pairs)
+    assert len(shown) == 16 and not any(c.isspace() for c in shown), shown
+    assert "16 tokens" in next(m.value for m in at.markdown if "**Generated (" in m.value)
+
+
+def test_whitespace_is_drawn_and_sentencepiece_keeps_its_word_space() -> None:
+    assert visible(" a\nb\tc\u3000") == "␣a⏎b⇥c␣"
+    assert visible("床前") == "床前"
+    assert piece("▁the", "the") == " the" and piece("Ġthe", " the") == " the"
+    assert piece("the", "the") == "the"

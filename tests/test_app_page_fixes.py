@@ -7,7 +7,7 @@ from __future__ import annotations
 from attnviz.i18n import translate
 from tests.apphelpers import app
 
-BERT = "app_pages/bert.py"
+BERT = "app_pages/pretrained.py"
 MULTIHEAD = "app_pages/multihead.py"
 
 

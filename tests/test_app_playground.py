@@ -102,12 +102,14 @@ def json_dump(spec: dict) -> str:
 
 
 @pytest.mark.parametrize("typed", ["zh", "zh-CN", "chinese"])
-def test_a_link_with_a_language_code_opens_in_chinese_and_then_names_it(typed: str) -> None:
-    # The picker writes its label (?lang=中文); a teacher types ?lang=zh.
+def test_a_link_with_a_language_code_opens_in_chinese_and_names_it_at_once(typed: str) -> None:
+    # The picker writes its label (?lang=中文); a teacher types ?lang=zh. Issue 34: the label is
+    # in the link from the first run, not from the first change (a link copied early was English).
     at = app(query={"lang": typed})
     assert not at.exception
     assert at.title[0].value.startswith("实验场") and at.radio(key="lang").value == "中文"
-    at.run()  # the next run (any change) puts the picker's own value in the link
+    assert at.query_params.get("lang") in ("中文", ["中文"])
+    at.run()
     assert at.query_params.get("lang") in ("中文", ["中文"])
     assert at.title[0].value.startswith("实验场")
 
@@ -124,6 +126,8 @@ def test_a_plain_link_opens_in_the_browsers_language(monkeypatch, locale, title)
     monkeypatch.setattr("attnviz.ui.language.browser_locale", lambda: locale)
     at = app()
     assert not at.exception and at.title[0].value.startswith(title)
+    named = at.query_params.get("lang")  # a Chinese view names its language in the link at once
+    assert named in (("中文", ["中文"]) if title == "实验场" else (None,)), named
     at.radio(key="lang").set_value("English").run()  # the picker wins from then on
     assert at.title[0].value.startswith("Playground")
     at.run()
@@ -134,3 +138,41 @@ def test_a_link_that_asks_for_english_wins_over_a_chinese_browser(monkeypatch) -
     monkeypatch.setattr("attnviz.ui.language.browser_locale", lambda: "zh-CN")
     at = app(query={"lang": "en"})
     assert not at.exception and at.title[0].value.startswith("Playground")
+
+
+CHINESE_DEFAULT = "那只动物没有过马路，因为它太累了。"
+
+
+@pytest.mark.parametrize(
+    "page", [None, "app_pages/masks.py", "app_pages/sharing.py", "app_pages/why_scale.py"]
+)
+def test_the_default_sentence_follows_the_language(page) -> None:
+    # Issue 34: with ?lang=zh the sidebar sentence stayed English on every page.
+    at = app(page, query={"lang": "zh"})
+    assert not at.exception and at.session_state["text"] == CHINESE_DEFAULT
+    at = app(page)
+    assert at.session_state["text"].startswith("The animal didn't cross")
+
+
+def test_the_pretrained_page_keeps_english_for_a_model_that_reads_no_chinese() -> None:
+    # The bundled all-MiniLM-L6-v2 turns most Chinese characters into [UNK]; attnviz's own
+    # character model reads both.
+    at = app("app_pages/pretrained.py", query={"lang": "zh"})
+    assert not at.exception and at.session_state["text"].startswith("The animal didn't")
+    at = app("app_pages/pretrained.py", query={"lang": "zh", "model": "attnviz-char-zh-en"})
+    assert not at.exception and at.session_state["text"] == CHINESE_DEFAULT
+
+
+def test_an_untouched_sentence_follows_a_language_switch_and_a_typed_one_stays() -> None:
+    at = app()
+    at.radio(key="lang").set_value("中文").run()
+    assert at.session_state["text"] == CHINESE_DEFAULT
+    at.radio(key="lang").set_value("English").run()
+    assert at.session_state["text"].startswith("The animal didn't cross")
+    at.selectbox(key="example").set_value("我爱水课").run()  # picked, not a default: it stays
+    at.radio(key="lang").set_value("中文").run()
+    at.radio(key="lang").set_value("English").run()
+    assert at.session_state["text"] == "我爱水课"
+    at.text_area(key="text").set_value("my own words").run()
+    at.radio(key="lang").set_value("中文").run()
+    assert not at.exception and at.session_state["text"] == "my own words"

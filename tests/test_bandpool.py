@@ -1,4 +1,4 @@
-"""attnviz.engine.bandpool: lean layers summarized in parallel threads of one core each, the same
+"""attnviz.serve.bandpool: lean layers summarized in parallel threads of one core each, the same
 summaries as one after another, each layer passed over once however many threads ask (a view
 during a warm-up included), warm-ups bounded, and what the server does once a long trace is made."""
 
@@ -10,8 +10,9 @@ import time
 import pytest
 import torch
 
-from attnviz.engine import bandpool, bands
+from attnviz.engine import bands
 from attnviz.engine.trace import Trace
+from attnviz.serve import bandpool
 from tests.test_bands import RULES, lean_layer
 
 SIDE = (bands.THUMB, bands.THUMB)
@@ -53,7 +54,9 @@ def test_each_layer_is_passed_over_once_when_a_view_asks_during_the_warm_up(monk
     time.sleep(0.05)  # the warm-up has started on the first layer
     got = bandpool.summaries(ls, SIDE, ())  # waits for it, takes the other layers itself
     assert sorted(calls) == sorted(id(la) for la in ls)
-    assert [g is la._summaries[(SIDE, ())] for g, la in zip(got, ls, strict=True)] == [True] * 4
+    assert [g is la._summaries.made[(SIDE, ())] for g, la in zip(got, ls, strict=True)] == [
+        True
+    ] * 4
     assert bandpool.summaries(ls, SIDE, ()) == got and len(calls) == 4  # memoized
 
 
@@ -139,14 +142,33 @@ def test_a_failing_pass_raises_in_the_caller(monkeypatch) -> None:
 
 
 def test_a_long_trace_made_by_the_server_starts_its_overview_pass(monkeypatch) -> None:
-    """workers.made_in_pool warms a lean trace's layers with the overview's key."""
-    from attnviz.serve import workers
+    """serve.tracing.make warms a lean trace's layers with the overview's key."""
+    from attnviz.engine.config import StackConfig
+    from attnviz.engine.request import TraceRequest
+    from attnviz.serve import tracing
 
     ls = layers(2, 40)
     trace = Trace(tokens=[f"t{i}" for i in range(40)], layers=ls, source="t")
-    made = workers.made_in_pool(lambda: trace)
-    key = (SIDE, bands.specials_of(made))
+    monkeypatch.setattr(tracing, "trace_text", lambda *a, **k: trace)
+    made = tracing.make(TraceRequest(StackConfig(), "a long document"))
+    key = bandpool.overview_key(made)
     deadline = time.monotonic() + 30
-    while not all(key in la.__dict__.get("_summaries", {}) for la in made.layers):
+    while not all(bands.made(la, *key) for la in made.layers):
         assert time.monotonic() < deadline, "the pass did not start"
         time.sleep(0.02)
+    assert not bandpool.pending(made)
+
+
+def test_the_engine_makes_a_long_traces_summaries_without_starting_a_thread() -> None:
+    """The data model starts no thread: a notebook's overview and statistics of a long trace are
+    made in the caller's thread (the server's pool is serve's, started by serve)."""
+    from attnviz.engine import stats
+    from attnviz.engine.trace import pooled_weights
+
+    ls = layers(2, 40, seed=7)
+    trace = Trace(tokens=[f"t{i}" for i in range(40)], layers=ls, source="t")
+    before = set(threading.enumerate())
+    pooled = pooled_weights(trace, bands.THUMB, bands.THUMB)
+    table = stats.head_stats(trace)
+    assert set(threading.enumerate()) <= before, "the engine started a thread"
+    assert pooled.shape[:2] == (2, ls[0].n_heads) and len(table["entropy"]) == 2

@@ -52,19 +52,19 @@ def test_two_sessions_with_different_knobs_interleaved(bundled) -> None:
             use_scale, temperatures = KNOBS[name]
             try:
                 tab = Session(port)
-                tab.run(page="bert")  # draws the knobs: their widget ids come back
+                tab.run(page="pretrained")  # draws the knobs: their widget ids come back
                 deadline = time.monotonic() + 180
-                while "b_temp" not in tab.elements and time.monotonic() < deadline:
+                while "wi_temp" not in tab.elements and time.monotonic() < deadline:
                     # a fresh server shows the loader's progress until the bundled model is ready
                     time.sleep(0.5)
-                    tab.run(page="bert")
+                    tab.run(page="pretrained")
                 for temperature in temperatures:
                     states = [
-                        WidgetState(id=tab.widget("b_temp"), double_value=temperature),
-                        WidgetState(id=tab.widget("b_scale"), bool_value=use_scale),
+                        WidgetState(id=tab.widget("wi_temp"), double_value=temperature),
+                        WidgetState(id=tab.widget("wi_scale"), bool_value=use_scale),
                     ]
                     barrier.wait()  # both sessions rerun at the same moment
-                    drawn = tab.run(page="bert", widgets=states)
+                    drawn = tab.run(page="pretrained", widgets=states)
                     assert "exception" not in drawn, drawn.get("exception")
                     results[name].append(
                         {

@@ -178,7 +178,9 @@ def test_trace_each_gives_each_input_its_own_unpadded_trace(minilm, minilm_eager
 
     forwards = []
     run = tracing._run
-    monkeypatch.setattr(tracing, "_run", lambda *a, **k: forwards.append(a[2]) or run(*a, **k))
+    monkeypatch.setattr(
+        tracing, "_run", lambda *a, **k: forwards.append(a[1].n_input) or run(*a, **k)
+    )
     traces = trace_each(minilm, EACH)
     assert len(forwards) == 1 and sorted(forwards[0]) == sorted(len(t.tokens) for t in traces)
     for text, trace in zip(EACH, traces, strict=True):
@@ -206,7 +208,9 @@ def test_trace_each_batches_only_within_the_trace_budget(minilm, monkeypatch):
 
     forwards = []
     run = tracing._run
-    monkeypatch.setattr(tracing, "_run", lambda *a, **k: forwards.append(a[2]) or run(*a, **k))
+    monkeypatch.setattr(
+        tracing, "_run", lambda *a, **k: forwards.append(a[1].n_input) or run(*a, **k)
+    )
     monkeypatch.setenv("ATTNVIZ_MAX_TRACE_BYTES", str(8 * 2**20))  # one 60-token input fits
     attnviz.engine.budget.budget.cache_clear()
     try:
@@ -231,13 +235,13 @@ def test_trace_each_takes_one_input_at_a_time_where_padding_would_differ(tiny, m
     import attnviz.engine.hooked.tracing as tracing
 
     monkeypatch.setattr(tiny.call_tokenizer, "padding_side", "left")
-    calls = []
-    single = tracing.trace_model
+    forwards = []
+    run = tracing._run
     monkeypatch.setattr(
-        tracing, "trace_model", lambda *a, **k: calls.append(a[1]) or single(*a, **k)
+        tracing, "_run", lambda *a, **k: forwards.append(a[1].n_input) or run(*a, **k)
     )
     traces = trace_each(tiny, ["one two three", "four"])
-    assert calls == ["one two three", "four"] and [len(t.tokens) for t in traces] == [5, 3]
+    assert forwards == [[3], [5]] and [len(t.tokens) for t in traces] == [5, 3]
     with pytest.raises(ValueError, match="empty"):
         trace_each(tiny, [])
     with pytest.raises(TypeError, match="list of sentences"):

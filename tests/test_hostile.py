@@ -321,7 +321,7 @@ def test_every_page_with_hostile_texts(page: str, monkeypatch) -> None:
         assert_page_is_clean(at, f"{page} with text #{i} {text[:30]!r}")
 
 
-MODEL_BOXES = [("app_pages/bert.py", "model"), ("app_pages/generate.py", "g_model")]
+MODEL_BOXES = [("app_pages/pretrained.py", "model"), ("app_pages/generate.py", "g_model")]
 
 
 @pytest.mark.parametrize(("page", "key"), MODEL_BOXES)

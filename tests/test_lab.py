@@ -13,11 +13,11 @@ import torch
 
 from attnviz.engine.lab import (
     INDUCTION_THRESHOLD,
-    LAB_RUNS,
     LAB_SECONDS,
     AttentionOnly,
     LabConfig,
     induction_scores,
+    most_steps,
     train,
 )
 from attnviz.serve import lab as jobs
@@ -111,7 +111,7 @@ def test_bad_settings_get_clear_messages(settings, message) -> None:
 
 def test_a_run_stops_when_asked_and_the_server_refuses_more_than_lab_runs() -> None:
     long = LabConfig(steps=2000)
-    started = [jobs.start([long]) for _ in range(LAB_RUNS)]
+    started = [jobs.start([long]) for _ in range(jobs.LAB_RUNS)]
     try:
         with pytest.raises(jobs.Busy, match="already"):
             jobs.start([long])
@@ -129,3 +129,52 @@ def test_a_run_stops_when_asked_and_the_server_refuses_more_than_lab_runs() -> N
     assert job.wait(30) and job.error is None
     assert [r.steps_done for r in job.results] == [3, 3]
     assert [len(r.points) for r in job.results] == [1, 1] or all(r.points for r in job.results)
+
+
+def test_most_steps_is_the_budget_edge() -> None:
+    # Issue 34: the ÷√d_k slider offered 1000 steps, refused at d_k 256 ("2.2 TFLOP ... allows
+    # 2.0"). most_steps is the last step count LabConfig accepts for the same settings.
+    for settings in (dict(d_k=256, eval_every=5), dict(d_k=64, eval_every=5), dict(n_heads=8)):
+        most = most_steps(**settings)
+        assert 1 <= most <= 5000
+        LabConfig(**settings, steps=most)
+        if most < 5000:
+            with pytest.raises(ValueError, match="this server allows"):
+                LabConfig(**settings, steps=most + 1)
+    assert most_steps(d_k=256, eval_every=5) < 1000 <= most_steps(d_k=64, eval_every=5)
+    assert most_steps(d_k=1024, batch=256, half=64) == 0  # over the memory budget at one step
+
+
+def _page(query: dict):
+    from tests.apphelpers import app
+
+    return app("app_pages/lab.py", query=query)
+
+
+def test_the_lab_sliders_offer_only_what_the_budget_allows() -> None:
+    at = _page({"sc_dk": "256", "sc_steps": "1000"})  # a link asking for more than allowed
+    assert not at.exception and not at.error
+    steps = at.slider(key="sc_steps")
+    assert steps.max == most_steps(d_k=256, eval_every=5) // 10 * 10 and steps.value == steps.max
+    assert not at.button(key="lab_train_scaling").disabled
+    at.select_slider(key="sc_dk").set_value(64).run()
+    assert at.slider(key="sc_steps").max == 1000
+    at.slider(key="sc_steps").set_value(1000).run()
+    at.select_slider(key="sc_dk").set_value(256).run()  # back: the steps come down to fit
+    assert not at.exception and not at.error
+    assert at.slider(key="sc_steps").value == steps.max
+
+
+def test_stop_ends_the_run_within_its_own_rerun() -> None:
+    # Issue 34: Stop took 2.9 s to answer: its rerun drew the run still going, the section's
+    # next poll (1 s) saw it end, and a third run brought Train back. Now the rerun of the click
+    # waits for the run to end (it stops after its step) and draws it stopped, Train enabled.
+    at = _page({"lab_steps": "2000"})
+    at.button(key="lab_train_induction").click().run()
+    assert at.button(key="lab_train_induction").disabled
+    time.sleep(1.0)
+    at.button(key="lab_stop_induction").click().run()
+    assert not at.exception
+    assert not at.button(key="lab_train_induction").disabled
+    assert at.button(key="lab_stop_induction").disabled
+    assert any(p.proto.text.startswith("Stopped:") for p in at.get("progress"))

@@ -153,6 +153,48 @@ def test_modules_are_small_and_few_are_loose() -> None:
         )
 
 
+def test_no_view_function_takes_more_than_eight_parameters() -> None:
+    """Figure functions take a handful of small option objects (attnviz.views.maps' Axis,
+    Colour, Marks, Frame; images.Tiles; lines.LinesPick / LinesLook), not twenty keywords."""
+    over = {}
+    for path in sorted((PACKAGE / "views").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                a = node.args
+                names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+                n = len(names) + bool(a.vararg) + bool(a.kwarg) - (names[:1] in (["self"], ["cls"]))
+                if n > 8:
+                    over[f"{path.name}:{node.name}"] = n
+    assert not over
+
+
+def test_the_ui_asks_views_for_a_size_and_never_decides_one() -> None:
+    """Whether an input is long, and whether a trace is lean, are the views' and the engine's:
+    no ui module names `lean` or `LONG` (the page asks for a view; the view picks numbers, a
+    heatmap or a picture)."""
+    found = []
+    for path in sorted((PACKAGE / "ui").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
+            if name in ("lean", "LONG", "NUMBERS_SIDE", "HEAD_IMAGE_SIDE"):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {name}")
+            if isinstance(node, ast.Constant) and node.value == "lean":
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} '{node.value}'")
+    assert not found
+
+
+def test_one_registry_of_views() -> None:
+    """The explorer's drawers, the URL's view= values and attnviz.show's views all come from
+    attnviz.views.registry."""
+    from attnviz.ui import url
+    from attnviz.ui.explorer import DRAW
+    from attnviz.views import notebook, registry
+
+    assert url.VIEWS == registry.NAMES == tuple(DRAW)
+    assert set(notebook.VIEWS) == {v.name for v in registry.VIEWS if v.figures is not None}
+    assert {v.name for v in registry.VIEWS if v.weights_only} | {"explore"} == notebook.WEIGHTS_ONLY
+
+
 def summary() -> str:
     edges = graph()
     known = modules()

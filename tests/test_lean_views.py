@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attnviz.engine.stats import head_stats
-from attnviz.views import panels
+from attnviz.views import maps, panels
 from attnviz.views.selection import Selection
 from tests.apphelpers import decode
 from tests.test_lean import _build, set_full_bytes, words
@@ -70,8 +70,12 @@ def test_head_image_window_query_and_link_views_agree(pair) -> None:
     bars_a, bars_b = panels.query_figures(lean, sel)[0], panels.query_figures(full, sel)[0]
     assert torch.allclose(torch.as_tensor(bars_a.data[0].y), torch.as_tensor(bars_b.data[0].y))
     link_a, link_b = panels.link_figure(lean, sel), panels.link_figure(full, sel)
-    assert torch.all(torch.as_tensor(link_a.data[0].z) == 0)  # key 5 is hidden in every head
-    assert torch.allclose(torch.as_tensor(link_a.data[0].z), torch.as_tensor(link_b.data[0].z))
+    # key 5 is hidden in every head: each cell is masked (empty, "–"), not a weight of 0
+    assert torch.isnan(torch.as_tensor(link_a.data[0].z)).all()
+    assert [t.text for t in link_a.data[1:]] == [("–",) * link_a.data[0].z.size]
+    assert torch.allclose(
+        torch.as_tensor(link_a.data[0].z), torch.as_tensor(link_b.data[0].z), equal_nan=True
+    )
     from attnviz.engine.stats import heads_linking
 
     ranked, want = heads_linking(lean, 200, 150, top=5), heads_linking(full, 200, 150, top=5)
@@ -115,10 +119,10 @@ def _pixels(uri: str) -> torch.Tensor:
 
 
 def test_a_wide_window_draws_scores_and_logits_as_pictures_and_keeps_the_weights(pair) -> None:
-    """Past NUMBERS_SIDE positions a side, scores and logits go as PNGs (the same for lean and
+    """Past PICTURE_SIDE positions a side, scores and logits go as PNGs (the same for lean and
     full), the weights stay numbers; a 256 window keeps numbers in all three."""
     lean, full = pair
-    sel = Selection(layer=1, head=2, window=(10, 10 + panels.NUMBERS_SIDE + 1))
+    sel = Selection(layer=1, head=2, window=(10, 10 + maps.PICTURE_SIDE + 1))
     a, b = panels.detail_figures(lean, sel), panels.detail_figures(full, sel)
     for fa, fb in zip(a[:2], b[:2], strict=True):
         assert fa.data[0].type == "image" and fa.data[0].x0 == 10
@@ -136,7 +140,7 @@ def test_a_wide_window_draws_scores_and_logits_as_pictures_and_keeps_the_weights
         torch.as_tensor(a[2].data[0].z), torch.as_tensor(b[2].data[0].z), atol=1e-5, rtol=0,
         equal_nan=True,
     )  # fmt: skip
-    narrow = Selection(layer=1, head=2, window=(10, 10 + panels.NUMBERS_SIDE))
+    narrow = Selection(layer=1, head=2, window=(10, 10 + maps.PICTURE_SIDE))
     assert all(f.data[0].type == "heatmap" for f in panels.detail_figures(lean, narrow))
 
 
@@ -163,10 +167,12 @@ def test_the_budgets_refusals_speak_the_pages_language(monkeypatch) -> None:
 def test_a_signed_picture_has_the_colour_bar_of_its_pixels() -> None:
     """The bar runs from -bound to +bound in the colours the pixels get: a cell at +bound is the
     bar's top colour, at -bound its bottom one, 0 its middle; beyond the bound it is clamped."""
-    from attnviz.views import images
+    from attnviz.views.maps import Axis, Colour, Marks, draw_map
 
     m = torch.tensor([[2.0, -2.0, 0.0, 9.0]])
-    fig = images.signed_image(m, list("abcd"), ["q"], bound=2.0)
+    fig = draw_map(
+        m, Axis(list("abcd")), Axis(["q"]), Colour.diverging("v", 2.0), Marks(values=False)
+    )
     bar = fig.data[1]
     assert (bar.zmin, bar.zmax) == (-2.0, 2.0) and bar.showscale
     px = _pixels(fig.data[0].source)[0]  # [k, rgb]

@@ -23,11 +23,11 @@ def test_lesson_is_45_minutes_and_every_page_exists() -> None:
 
 def test_navigation_lists_the_classroom_pages_in_lesson_order() -> None:
     router = (ROOT / "attnviz" / "app.py").read_text()
-    listed = re.findall(r'st\.Page\("(app_pages/[a-z_]+\.py)"', router)
+    listed = re.findall(r'page\("(app_pages/[a-z_]+\.py)"', router)
     in_nav = [p for p in listed if p in {s.path for s in LESSON}]
     # the BERT page sits under Explore too; the rest appear in the order they are taught
-    order = [s.path for s in LESSON if s.name != "bert"]
-    assert [p for p in in_nav if p != "app_pages/bert.py"] == order
+    order = [s.path for s in LESSON if s.name != "pretrained"]
+    assert [p for p in in_nav if p != "app_pages/pretrained.py"] == order
 
 
 @pytest.mark.parametrize("stop", LESSON, ids=[s.name for s in LESSON])
@@ -43,3 +43,46 @@ def test_every_lesson_page_links_to_its_neighbours(stop: Stop) -> None:
         expected.append(after.name)
     assert [page for _, page in links][-len(expected) :] == expected
     assert all(label.startswith(("上一页", "下一页")) for label, _ in links[-len(expected) :])
+
+
+def test_the_root_app_py_runs_the_same_app_and_its_page_links() -> None:
+    # Issue 34 item 7: `streamlit run app.py` from the repository root. Streamlit resolves page
+    # paths against the main script's folder, which is then the root, not attnviz/.
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+    at.switch_page("attnviz/app_pages/masks.py")
+    at.run()
+    assert not at.exception
+    assert at.title[0].value.startswith("Masks")
+    links = [p.proto.page for p in at.get("page_link")]
+    assert links[-2:] == ["why_scale", "multihead"]
+
+
+def test_next_opens_the_next_page_with_only_what_it_means() -> None:
+    # Issue 34: Next x4 from the Masks page's lesson link (我爱水课 and an English pair) reached
+    # the Pretrained finale with that sentence and pair: Link two tokens showed "courses" ->
+    # "love", not it -> animal. Each Next now opens its page as the lesson's link for it does.
+    from urllib.parse import parse_qs
+
+    from attnviz.serve import warmup
+    from attnviz.ui.sidebar import DEFAULT_TEXT
+
+    warmup.bundled_model()
+    at = app("app_pages/masks.py", query={"text": "我爱水课", "pair": "I really love easy courses"})
+    assert at.session_state["text"] == "我爱水课"
+    by_name = {s.name: s for s in LESSON}
+    for _ in range(4):
+        nxt = at.get("page_link")[-1].proto  # what the browser opens: its page and query string
+        at.query_params.clear()
+        at.query_params.update({k: v[0] for k, v in parse_qs(nxt.query_string).items()})
+        at.switch_page(by_name[nxt.page].path)
+        at.run()
+        assert not at.exception, nxt.page
+        if nxt.page == "sharing":
+            assert at.session_state["sh_kv"] == 2  # the lesson's own setting for that page
+    assert nxt.page == "pretrained" and "lesson" not in at.query_params
+    assert at.session_state["text"] == DEFAULT_TEXT and at.session_state["pair"] == ""
+    query, key = at.selectbox(key="query"), at.selectbox(key="link_key")
+    assert (query.value, key.value) == (10, 2)
+    assert query.format_func(query.value) == "10: it" and "animal" in key.format_func(2)

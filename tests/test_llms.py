@@ -268,6 +268,24 @@ def test_head_roles_scores_are_the_traces_scores(llm):
     torch.testing.assert_close(got.float(), (want / rows).flatten(), atol=1e-4, rtol=0)
 
 
+def test_logit_lens_reruns_a_trace_whose_labels_are_not_the_vocabularys_pieces(llm):
+    """The trace's tokens are labels (SmolLM2's byte pieces read as characters), so the rerun
+    takes the ids tracing kept; the lens's last row is the trace's own prediction and no token
+    it names is U+FFFD."""
+    from attnviz.engine.lens import head_logits, logit_lens
+
+    name, model, hf = llm
+    trace = trace_model(model, TEXT)
+    lens = logit_lens(model, trace, k=3)
+    probs = torch.softmax(trace.next_logits, dim=-1)
+    assert lens["final_p"].iloc[-1] == pytest.approx(float(probs.max()), abs=1e-4)
+    assert lens["final_rank"].iloc[-1] == 1
+    heads = head_logits(model, trace, k=2)
+    words = [str(w) for w in lens.filter(like="top_").to_numpy().ravel()]
+    words += [str(w) for w in heads.filter(regex="promote|suppress").to_numpy().ravel()]
+    assert words and "\ufffd" not in "".join(words)
+
+
 def test_notebook_shows_a_head_with_readable_token_labels(llm):
     import attnviz
 

@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from attnviz import StackConfig, rollout, trace_text
-from attnviz.views import charts, heatmaps, images
+from attnviz.views import charts, images
 from attnviz.views.colour import SCALES, colour_scale
-from attnviz.views.lines import is_cjk, lines_figure, select_lines
+from attnviz.views.lines import LinesLook, LinesPick, is_cjk, lines_figure, select_lines
+from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 from tests.apphelpers import app, decode, heatmap_specs, image_pixels, specs
 
 LONG_TEXT = " ".join(f"w{i}" for i in range(200))
@@ -65,7 +66,8 @@ def test_unknown_colour_scale_is_refused() -> None:
 def test_auto_ticks_leave_label_spacing_to_the_browser_and_number_a_window() -> None:
     w = spread_weights(100)[0, 40:60, 40:60]  # [q, k] a window of positions 40..59
     tokens = [f"t{i}" for i in range(40, 60)]
-    fig = heatmaps.heatmap(w, tokens, tokens, auto_ticks=True, start=(40, 40), colorbar_title="cb")
+    axis = Axis(tokens, start=40, ticks=None)
+    fig = draw_map(w, axis, axis, Colour(bar="cb"), Marks(), Frame())
     spec = json.loads(pio.to_json(fig))
     for axis in ("xaxis", "yaxis"):
         assert spec["layout"][axis]["tickmode"] == "auto"
@@ -89,7 +91,7 @@ def test_focus_mosaic_draws_one_bar_per_key_of_the_focused_row() -> None:
     w[0, 0, 2] = torch.tensor([0.0, 1.0, 0.0, 0.0])  # head 0, query 2: all on key 1
     w[0, 1, 2] = torch.tensor([0.25, 0.25, 0.25, 0.25])
     w[:, :, [0, 1, 3]] = 0.25
-    fig = images.mosaic(w, thumb=8, gap=2, focus=2)
+    fig = images.mosaic(w, images.Tiles(thumb=8, gap=2, focus=2))
     img = image_pixels(fig.data[0])  # [rows, cols, rgb]
     tile0 = img[2:10, 2:10]  # head 0: th = tw = 8 (4 keys x 2 pixels)
     background = (tile0 == 246).all(-1)  # [8, 8]
@@ -98,13 +100,13 @@ def test_focus_mosaic_draws_one_bar_per_key_of_the_focused_row() -> None:
     tile1 = img[2:10, 12:20]  # head 1: uniform row, every bar full height (scaled to its max)
     assert not (tile1 == 246).all(-1).any()
     with pytest.raises(ValueError, match="focus=4"):
-        images.mosaic(w, focus=4)
+        images.mosaic(w, images.Tiles(focus=4))
 
 
 def test_gamma_brightens_thin_weights_in_the_mosaic() -> None:
     w = spread_weights(64).unsqueeze(0)  # [layer, head, q, k]
     lin = image_pixels(images.mosaic(w).data[0]).astype(float)
-    pw = image_pixels(images.mosaic(w, gamma=0.5).data[0]).astype(float)
+    pw = image_pixels(images.mosaic(w, images.Tiles(gamma=0.5)).data[0]).astype(float)
     assert pw.mean() < lin.mean()  # darker blues on average: thin weights show
 
 
@@ -113,28 +115,28 @@ def test_gamma_brightens_thin_weights_in_the_mosaic() -> None:
 
 def test_select_lines_keeps_exactly_the_pairs_above_the_threshold() -> None:
     w = spread_weights(50)
-    picked = select_lines(w, [0, 1], 0.03)
+    picked = select_lines(w, LinesPick((0, 1), 0.03))
     for head, q, k, v in picked:
         want = (w[head] >= 0.03).nonzero()
         assert len(q) == len(want)
         assert np.allclose(v, w[head, q, k].numpy())
-    one = select_lines(w, [1], 0.0, query=7)
+    one = select_lines(w, LinesPick((1,), 0.0, ("q", 7)))
     assert (one[0][1] == 7).all() and len(one[0][1]) == 50
-    top = select_lines(w, [0], 0.0, max_lines=10)
+    top = select_lines(w, LinesPick((0,)), max_lines=10)
     assert len(top[0][3]) == 10 and top[0][3].min() >= torch.topk(w[0].flatten(), 10).values[-1]
 
 
 def test_masked_pairs_are_never_drawn() -> None:
     trace = trace_text(LONG_TEXT, StackConfig(d_model=32, n_heads=4, causal=True, seed=0))
     lt = trace.layers[0]
-    for _, q, k, _ in select_lines(lt.weights, range(4), 0.0, mask=lt.mask):
+    for _, q, k, _ in select_lines(lt.weights, LinesPick(tuple(range(4))), lt.mask):
         assert (k <= q).all()  # causal: no line to a later key
 
 
 def test_lines_figure_is_webgl_escaped_and_counts_its_lines() -> None:
     w = spread_weights(300)
     tokens = ["<b>bold</b>"] + [f"t{i}" for i in range(299)]
-    fig = lines_figure(w, tokens, tokens, [0, 1], threshold=0.01, focus=("q", 0))
+    fig = lines_figure(w, (tokens, tokens), None, LinesPick((0, 1), 0.01, ("q", 0)))
     gl = [t for t in fig.data if t.type == "scattergl" and t.showlegend is False]  # the lines
     assert gl and {t.legendgroup for t in gl} == {"0", "1"}
     legend = [t.name for t in fig.data if t.type == "scattergl" and t.showlegend is not False]
@@ -150,12 +152,13 @@ def test_lines_figure_is_webgl_escaped_and_counts_its_lines() -> None:
 def test_lines_figure_for_cross_attention_and_two_rows() -> None:
     trace = trace_text("the cat sat", StackConfig(d_model=16, n_heads=2), text_pair="it was a dog")
     lt = trace.layers[0]
-    fig = lines_figure(lt.weights, trace.tokens, trace.key_tokens, [0], rows=True)
+    tokens = (trace.tokens, trace.key_tokens)
+    fig = lines_figure(lt.weights, tokens, None, LinesPick((0,)), LinesLook(rows=True))
     q_marks, k_marks = [t for t in fig.data if t.type == "scatter"]
     assert len(q_marks.x) == len(trace.tokens) and len(k_marks.x) == len(trace.key_tokens)
     assert set(q_marks.y) == {1.0} and set(k_marks.y) == {0.0}  # queries on top, keys below
     with pytest.raises(ValueError, match="at least one head"):
-        lines_figure(lt.weights, trace.tokens, trace.key_tokens, [])
+        lines_figure(lt.weights, tokens, None, LinesPick(()))
 
 
 def test_cjk_text_is_detected() -> None:

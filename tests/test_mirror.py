@@ -134,7 +134,7 @@ def test_the_model_box_loads_through_the_mirror(mirror, tmp_path) -> None:
         from streamlit.testing.v1 import AppTest
         at = AppTest.from_file("attnviz/app.py", default_timeout=120)
         at.query_params.update({{"model": {REPO!r}}})
-        at.switch_page("app_pages/bert.py")
+        at.switch_page("app_pages/pretrained.py")
         at.run()
         print("exceptions", len(at.exception), "errors", [e.value for e in at.error])
         print("charts", len(at.get("plotly_chart")))
@@ -166,7 +166,7 @@ def test_any_loader_failure_is_a_message_not_a_traceback(monkeypatch) -> None:
     monkeypatch.setattr(models, "get_model", broken)
     at = AppTest.from_file(str(ROOT / "attnviz" / "app.py"), default_timeout=60)
     at.query_params.update({"model": REPO})
-    at.switch_page("app_pages/bert.py")
+    at.switch_page("app_pages/pretrained.py")
     at.run()
     assert not at.exception
     (error,) = [e.value for e in at.error]

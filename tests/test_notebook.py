@@ -36,7 +36,7 @@ def same_figure(ours, page_spec: dict) -> None:
     ],
 )
 def test_show_returns_the_figures_the_page_draws(trace, view, query, selection) -> None:
-    at = app("app_pages/bert.py", query={"view": view, **query})
+    at = app("app_pages/pretrained.py", query={"view": view, **query})
     assert not at.exception, at.exception
     page = specs(at)
     mine = list(attnviz.show(trace, view=view, **selection))  # one View, its figures inside

@@ -15,7 +15,7 @@ import torch
 from PIL import Image
 
 from attnviz.i18n import translate
-from attnviz.views import images
+from attnviz.views.maps import Axis, Colour, Marks, draw_map
 from tests.apphelpers import app, specs
 
 LONG_TEXT = " ".join(["the cat sat on the mat near the river while a dog slept"] * 12)  # ~145
@@ -27,11 +27,16 @@ def _png(fig) -> Image.Image:
     return Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1])))
 
 
+def picture(w, x_tokens, y_tokens, gamma=1.0):
+    """A weights map drawn as a picture (what draw_map does past a heatmap's size, or asked)."""
+    return draw_map(w, Axis(x_tokens), Axis(y_tokens), Colour(gamma=gamma), Marks(values=False))
+
+
 def test_weights_image_is_pooled_small_and_positioned() -> None:
     torch.manual_seed(0)
     w = torch.softmax(torch.randn(512, 512) * 3, dim=-1)  # [q, k] a noisy, hard-to-compress head
     tokens = [f"t{i}" for i in range(512)]
-    fig = images.weights_image(w, tokens, tokens, side=256, gamma=0.25)
+    fig = picture(w, tokens, tokens, gamma=0.25)
     img = _png(fig)
     assert img.size == (256, 256) and img.mode == "P"  # pooled 2 x 2, a palette image
     assert len(fig.data[0].source) < 150_000
@@ -47,12 +52,12 @@ def test_weights_image_is_pooled_small_and_positioned() -> None:
 
 def test_short_inputs_are_drawn_at_one_pixel_per_token() -> None:
     w = torch.softmax(torch.randn(10, 12), dim=-1)
-    fig = images.weights_image(w, list("abcdefghijkl"), list("abcdefghij"))
+    fig = picture(w, list("abcdefghijkl"), list("abcdefghij"))
     assert _png(fig).size == (12, 10) and fig.data[0].dx == 1.0 and fig.data[0].x0 == 0.0
 
 
 def test_long_overview_sends_an_image_and_keeps_the_mosaic_on_a_head_change() -> None:
-    at = app("app_pages/bert.py")
+    at = app("app_pages/pretrained.py")
     at.text_area(key="text").set_value(LONG_TEXT).run()
     drawn = {c.proto.id.rsplit("-", 1)[-1]: c.proto.spec for c in at.get("plotly_chart")}
     assert "overview_head" in drawn and not any(k.startswith("detail_") for k in drawn)
@@ -73,7 +78,7 @@ def test_long_overview_sends_an_image_and_keeps_the_mosaic_on_a_head_change() ->
 
 
 def test_short_overview_keeps_the_three_maps() -> None:
-    at = app("app_pages/bert.py")
+    at = app("app_pages/pretrained.py")
     keys = {c.proto.id.rsplit("-", 1)[-1] for c in at.get("plotly_chart")}
     assert {"mosaic", "detail_scores", "detail_logits", "detail_weights"} <= keys
     assert specs(at)
@@ -84,7 +89,7 @@ def test_projector_mode_does_not_grow_a_cached_figure_on_every_rerun() -> None:
     place grew its fonts again on every rerun of a projector session."""
     import json
 
-    at = app("app_pages/bert.py", query={"projector": "true"})
+    at = app("app_pages/pretrained.py", query={"projector": "true"})
 
     def mosaic_fonts() -> str:
         spec = next(c.proto.spec for c in at.get("plotly_chart") if c.proto.id.endswith("mosaic"))
@@ -100,13 +105,16 @@ def test_projector_mode_does_not_grow_a_cached_figure_on_every_rerun() -> None:
 def test_heatmap_ticks_that_skip_tokens_say_their_positions() -> None:
     """Past max_ticks tokens a heatmap labels every k-th one as "position: token" (a repeated word
     at 4,096 tokens says nothing on its own); short inputs keep the bare tokens."""
-    from attnviz.views import heatmaps
 
-    long = heatmaps.vectors(torch.zeros(100, 4), ["the"] * 100, max_ticks=16)
+    def vectors(matrix, tokens):
+        x = Axis.dims(matrix.shape[-1], ticks=16)
+        return draw_map(matrix, x, Axis(tokens, ticks=16), Colour.diverging("v"), Marks())
+
+    long = vectors(torch.zeros(100, 4), ["the"] * 100)
     assert list(long.layout.yaxis.ticktext[:3]) == ["0: the", "7: the", "14: the"]
     assert list(long.layout.yaxis.tickvals) == list(long.layout.yaxis.ticktext)
-    dims = heatmaps.vectors(torch.zeros(3, 100), ["a", "b", "c"], max_ticks=16)
+    dims = vectors(torch.zeros(3, 100), ["a", "b", "c"])
     assert list(dims.layout.xaxis.ticktext[:3]) == ["0", "7", "14"]  # a dimension is its number
-    short = heatmaps.vectors(torch.zeros(5, 4), ["a", "<b>", "c", "d", "e"], max_ticks=16)
+    short = vectors(torch.zeros(5, 4), ["a", "<b>", "c", "d", "e"])
     assert list(short.layout.yaxis.ticktext) == ["a", "&lt;b&gt;", "c", "d", "e"]
     assert list(short.layout.xaxis.ticktext) == ["0", "1", "2", "3"]

@@ -6,14 +6,16 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
-from attnviz.views import charts, heatmaps, spec
+from attnviz.views import charts, spec
+from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 from attnviz.views.projector import enlarge
 from tests.apphelpers import app
 
 PAGES = [
     None,
-    "app_pages/bert.py",
+    "app_pages/pretrained.py",
     "app_pages/step_by_step.py",
     "app_pages/why_scale.py",
     "app_pages/masks.py",
@@ -24,14 +26,21 @@ PAGES = [
 
 
 def test_enlarge_grows_every_font_and_keeps_many_column_numbers_apart() -> None:
-    small = heatmaps.heatmap([[0.1, 0.2], [0.3, 0.4]], ["a", "b"], ["c", "d"], title="t",
-                            show_values=True, height=300)  # fmt: skip
+    numbers = Marks(numbers=True)
+    small = draw_map(torch.tensor([[0.1, 0.2], [0.3, 0.4]]), Axis(["a", "b"]), Axis(["c", "d"]),
+                     Colour(), numbers, Frame("t", 300))  # fmt: skip
     enlarge(small)
     assert small.layout.font.size == 18 and small.layout.height == 360
     assert small.layout.xaxis.tickfont.size == 17 and small.data[0].textfont.size == 15
-    wide = heatmaps.heatmap([[0.1] * 12] * 2, list("abcdefghijkl"), ["c", "d"], show_values=True)
+    wide = draw_map(torch.full((2, 12), 0.1), Axis(list("abcdefghijkl")), Axis(["c", "d"]),
+                    Colour(bar="weights"), numbers)  # fmt: skip
     enlarge(wide)
-    assert wide.data[0].textfont.size == 11  # 12 columns: bigger digits would run together
+    assert wide.data[0].textfont.size == 15  # every number grows (pages give it the room)
+    assert wide.data[0].colorbar.title.font.size == 15  # the colour bar's title too
+    zh = draw_map(torch.full((2, 2), 0.1), Axis(["a", "b"]), Axis(["c", "d"], "查询"), Colour(),
+                  numbers)  # fmt: skip
+    enlarge(zh)
+    assert zh.layout.annotations[0].text == "查询" and zh.layout.annotations[0].font.size == 17
     with pytest.raises(ValueError):
         enlarge(small, 0)
 
@@ -68,8 +77,10 @@ def test_the_mosaic_is_sized_for_the_narrower_page_of_projector_mode() -> None:
         mosaic = next(c for c in at.get("plotly_chart") if c.proto.id.endswith("-mosaic"))
         return json.loads(mosaic.proto.spec)["layout"]["height"]
 
-    plain = mosaic_height(app("app_pages/bert.py", query={"view": "overview"}))
-    big = mosaic_height(app("app_pages/bert.py", query={"view": "overview", "projector": "true"}))
+    plain = mosaic_height(app("app_pages/pretrained.py", query={"view": "overview"}))
+    big = mosaic_height(
+        app("app_pages/pretrained.py", query={"view": "overview", "projector": "true"})
+    )
     # 6 layers x 12 heads of 48 px thumbnails (4 px apart): the image is 628 x 316 px, drawn at
     # most MOSAIC_WIDTH (or MOSAIC_WIDTH_PROJECTOR) wide, plus 70 px of title and labels.
     assert plain == int(316 * views.MOSAIC_WIDTH / 628) + 70

@@ -17,9 +17,16 @@ import torch
 from attnviz import StackConfig, trace_text
 from attnviz.engine.trace import LayerTrace, compact, pooled_weights, to_view
 from attnviz.serve.bytecache import ByteCache
-from attnviz.views import heatmaps, images
+from attnviz.views import images
 from attnviz.views import spec as figure_spec
+from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 from tests.apphelpers import ROOT, app, image_pixels, specs
+
+
+def picture(w, title: str):
+    """A weights map drawn as a picture, as a long head's preview is."""
+    x, y = Axis(["k"] * w.shape[1]), Axis(["q"] * w.shape[0])
+    return draw_map(w, x, y, Colour(), Marks(values=False), Frame(title))
 
 
 def _png(uri: str) -> np.ndarray:
@@ -196,7 +203,7 @@ def test_bert_page_shows_progress_while_the_model_loads(monkeypatch, lang, shown
     from attnviz.i18n import Message
     from attnviz.serve import warmup
 
-    app("app_pages/bert.py")  # the model is loaded (and the loader has run)
+    app("app_pages/pretrained.py")  # the model is loaded (and the loader has run)
     monkeypatch.setattr(warmup, "_done", threading.Event())  # as if still loading
     step = Message("load.weights", name="sentence-transformers/all-MiniLM-L6-v2")
     monkeypatch.setitem(warmup._state, "message", step)
@@ -204,7 +211,7 @@ def test_bert_page_shows_progress_while_the_model_loads(monkeypatch, lang, shown
 
     at = AppTest.from_file(str(ROOT / "attnviz" / "app.py"), default_timeout=60)
     at.query_params["lang"] = lang
-    at.switch_page("app_pages/bert.py")
+    at.switch_page("app_pages/pretrained.py")
     at.run()
     assert not at.exception
     assert any(shown in str(i.value) for i in at.info), [i.value for i in at.info]
@@ -251,7 +258,8 @@ def test_serve_renders_the_pages_before_it_opens_and_pins_their_traces() -> None
         "ok = serve.prime('attnviz/app.py')\n"
         "cache = trace_cache()\n"
         "freed = cache.release(lambda session: False)  # every session that read them has ended\n"
-        "keys = sorted(str(k[0]) for k in cache._entries)\n"
+        "kinds = ('model', 'stack')  # what a cached request names: a loaded model or the stack\n"
+        "keys = sorted(kinds[type(k.model).__name__ == 'StackConfig'] for k in cache._entries)\n"
         "print(ok, freed, ','.join(keys), gc.get_freeze_count() > 100_000)\n"
     )
     out = subprocess.run(
@@ -264,11 +272,12 @@ def test_serve_renders_the_pages_before_it_opens_and_pins_their_traces() -> None
 @pytest.mark.parametrize(
     "var,value", [("ATTNVIZ_TRACE_WORKERS", "3"), ("ATTNVIZ_CACHE_BYTES", "5")]
 )
-def test_budget_reads_the_serving_limits_from_the_environment(monkeypatch, var, value) -> None:
-    from attnviz.engine.budget import Budget, _from_env
+def test_serving_knobs_are_read_from_the_environment(monkeypatch, var, value) -> None:
+    from attnviz.engine.budget import from_env
+    from attnviz.serve.settings import Serving
 
     monkeypatch.setenv(var, value)
-    b = Budget(**_from_env())
+    b = Serving(**from_env(Serving, {}))
     assert getattr(b, var.removeprefix("ATTNVIZ_").lower()) == int(value)
 
 
@@ -307,8 +316,14 @@ def test_figures_built_without_validation_are_the_same_figures(monkeypatch) -> N
         figs = [
             views.overview_figure(trace, Selection()),
             *views.detail_figures(trace, Selection(layer=1, head=2, mark=(1, 2))),
-            images.weights_image(long_w, ["k"] * 300, ["q"] * 300, title="w"),
-            heatmaps.heatmap(trace.layers[0].weights[0], trace.tokens, trace.tokens, show_values=1),
+            picture(long_w, "w"),
+            draw_map(
+                trace.layers[0].weights[0],
+                Axis(trace.tokens),
+                Axis(trace.tokens),
+                Colour(),
+                Marks(numbers=True),
+            ),  # fmt: skip
         ]
         return [json.loads(f.to_json()) for f in figs]  # the same JSON, keys in any order
 
@@ -329,6 +344,26 @@ def test_the_class_server_neither_watches_files_nor_collects_after_every_run() -
     assert "--server.fileWatcherType" not in (ROOT / "Makefile").read_text()  # not overridden
 
 
+def test_uploads_are_capped_near_the_text_limit_and_the_boxes_say_it() -> None:
+    """Issue 34: the upload box said "200MB per file" (Streamlit's default, held in memory) while
+    a document may have 100,000 characters. The server's cap now fits the largest allowed text
+    (4 bytes a character in UTF-8) and no more than 1 MB; the boxes state the limit."""
+    import tomllib
+
+    from attnviz.engine.budget import budget
+    from tests.apphelpers import app
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    cap = config["server"]["maxUploadSize"] * 2**20
+    assert 4 * budget().max_text_chars <= cap <= 2**20
+    at = app("app_pages/pretrained.py")
+    labels = [u.proto.label for u in at.get("file_uploader")]
+    assert labels == [f"Upload a .txt or .md file of up to {budget().max_text_chars:,} characters "
+                      "(UTF-8)"], labels  # fmt: skip
+    at = app("app_pages/pretrained.py", query={"lang": "zh"})
+    assert "最多 100,000 个字符" in at.get("file_uploader")[0].proto.label
+
+
 def test_mosaic_images_take_the_known_palette_and_stay_lossless(monkeypatch) -> None:
     """The mosaic's colours (weight levels, white, the focus bars' grey, the X's grey, the
     selection's orange) are indexed by one table lookup instead of np.unique's sort."""
@@ -337,9 +372,9 @@ def test_mosaic_images_take_the_known_palette_and_stay_lossless(monkeypatch) -> 
     monkeypatch.setattr(images, "png_data_uri", lambda img: seen.append(img) or real(img))
     w = torch.softmax(torch.randn(2, 3, 40, 40) * 3, -1)  # [layer, head, q, k]
     figs = [
-        images.mosaic(w, selected=(1, 2), marked=[(0, 1)]),
-        images.mosaic(w, focus=5, gamma=0.5, selected=(0, 0)),
-        images.weights_image(w[0, 0], ["k"] * 40, ["q"] * 40, side=20),
+        images.mosaic(w, images.Tiles(selected=(1, 2), marked=((0, 1),))),
+        images.mosaic(w, images.Tiles(focus=5, gamma=0.5, selected=(0, 0))),
+        draw_map(w[0, 0], Axis(["k"] * 40), Axis(["q"] * 40), Colour(), Marks(values=False)),
     ]
     known = images._known_palette()[0]
     for fig, img in zip(figs, seen, strict=True):
@@ -359,8 +394,15 @@ def test_a_spec_sends_what_its_figure_sends_every_time() -> None:
 
     trace = trace_text("the cat sat on the mat", StackConfig(d_model=16, n_heads=4, n_layers=2))
     for fig in (
-        heatmaps.heatmap(trace.layers[0].weights[0], trace.tokens, trace.tokens, title="<b>w</b>"),
-        images.mosaic(trace.weights(), selected=(1, 1)),
+        draw_map(
+            trace.layers[0].weights[0],
+            Axis(trace.tokens),
+            Axis(trace.tokens),
+            Colour(),
+            Marks(),
+            Frame("<b>w</b>"),
+        ),  # fmt: skip
+        images.mosaic(trace.weights(), images.Tiles(selected=(1, 1))),
     ):
         spec = figure_spec.Spec(fig)
 
@@ -397,8 +439,8 @@ def test_specs_made_straight_from_the_dicts_send_what_the_figures_send(monkeypat
             views.overview_figure(trace, zh),
             views.overview_figure(trace, replace(zh, focus=2, shared=True)),
             *views.detail_figures(trace, replace(zh, layer=1, head=2, mark=(1, 2), scale="power")),
-            images.weights_image(long_w, ["k"] * 300, ["q"] * 300, title="<w>"),
-            heatmaps.heatmap(logits, trace.tokens, trace.tokens, show_values=True),
+            picture(long_w, "<w>"),
+            draw_map(logits, Axis(trace.tokens), Axis(trace.tokens), Colour(), Marks(numbers=True)),
         ]
 
     def sent(f) -> dict:
@@ -416,13 +458,13 @@ def test_specs_made_straight_from_the_dicts_send_what_the_figures_send(monkeypat
 
 
 def test_per_trace_keeps_a_few_of_a_kind_most_recent_first() -> None:
-    from attnviz.serve import workers
+    from attnviz.serve import memos
 
     trace = trace_text("a b c", StackConfig(d_model=8, n_heads=2, n_layers=1))
     made = []
 
     def value(key):
-        return workers.per_trace(trace, key, lambda: made.append(key) or key, keep=2)
+        return memos.per_trace(trace, key, lambda: made.append(key) or key, keep=2)
 
     for key in [("maps", 1), ("maps", 2), ("maps", 1), ("maps", 3), ("mosaic",)]:
         value(key)
@@ -434,26 +476,27 @@ def test_per_trace_keeps_a_few_of_a_kind_most_recent_first() -> None:
 
 def test_traces_are_made_in_threads_that_stay_and_counted_for_the_collector(monkeypatch) -> None:
     """A forward in Streamlit's new thread per rerun paid for a new OpenMP team each time."""
-    from attnviz.serve import workers
+    from attnviz.engine.request import TraceRequest
+    from attnviz.serve import collector, tracing
     from attnviz.ui import caching
 
     config = StackConfig(d_model=16, n_heads=4, n_layers=2)
     where = []
+    real = tracing.trace_text
 
-    def make(text):
-        def run():
-            where.append(threading.current_thread())
-            return trace_text(text, config)
-
-        return run
+    def spy(*args, **kwargs):
+        where.append(threading.current_thread())
+        return real(*args, **kwargs)
 
     counted = []
-    monkeypatch.setattr(workers, "count_made", counted.append)
-    one = caching.cached_trace(("test-workers", 1), make("one two"))
-    caching.cached_trace(("test-workers", 2), make("three four"))
+    monkeypatch.setattr(tracing, "trace_text", spy)
+    monkeypatch.setattr(tracing, "count_made", counted.append)
+    one = caching.cached_trace(TraceRequest(config, "one two"))
+    caching.cached_trace(TraceRequest(config, "three four"))
     assert where[0] is not threading.current_thread()
     assert all(t.name.startswith("attnviz-trace") and t.is_alive() for t in where)
     assert len(counted) == 2 and counted[0] >= one.nbytes() > 0  # the full trace's bytes
+    assert one.request == TraceRequest(config, "one two")  # the trace knows what it answers
 
     class Flag:  # stands in for the collector's event (its thread may be waiting on the real one)
         def set(self) -> None:
@@ -467,19 +510,20 @@ def test_traces_are_made_in_threads_that_stay_and_counted_for_the_collector(monk
             pass
 
     monkeypatch.undo()
-    monkeypatch.setattr(workers, "_made", Flag())
-    monkeypatch.setattr(workers, "_made_bytes", [0])
-    monkeypatch.setattr(workers, "COLLECT_BYTES", 100)
-    workers.count_made(60)
+    monkeypatch.setattr(collector, "_made", Flag())
+    monkeypatch.setattr(collector, "_made_bytes", [0])
+    monkeypatch.setattr(collector, "COLLECT_BYTES", 100)
+    collector.count_made(60)
     assert counted[-1] != "collect"
-    workers.count_made(60)  # 120 bytes of traces made since the last collection: collect soon
+    collector.count_made(60)  # 120 bytes of traces made since the last collection: collect soon
     assert counted[-1] == "collect"
 
-    def broken():
+    def broken(*args, **kwargs):
         raise ValueError("bad input")
 
+    monkeypatch.setattr(tracing, "trace_text", broken)
     with pytest.raises(ValueError, match="bad input"):
-        caching.cached_trace(("test-workers", 3), broken)
+        caching.cached_trace(TraceRequest(config, "five six"))
 
 
 def _blocked(batcher):
@@ -558,27 +602,24 @@ def test_a_failing_batch_is_run_again_one_job_at_a_time() -> None:
 
 
 def test_sentences_typed_at_once_share_a_forward_and_get_their_own_traces(monkeypatch) -> None:
-    """The BERT page's traces: sessions waiting at the same moment get one trace_each call, and
-    each trace is the one the session would have got alone."""
-    from attnviz.engine.hooked import load_model, trace_model
-    from attnviz.serve import workers
+    """The Pretrained page's traces: sessions waiting at the same moment get one trace_batch
+    call, and each trace is the one the session would have got alone."""
+    from attnviz.engine.hooked import load_model, may_share, prepare, trace_model
+    from attnviz.serve import tracing
     from attnviz.ui import models
 
     model = load_model()
     texts = ["the cat sat on the mat", "a much longer sentence than the first one is", "short"]
-    batcher = workers.Batcher(1, workers.BATCH_MAX, "test-batcher")
-    monkeypatch.setattr(workers, "pool", lambda: batcher)
+    batcher = tracing.Batcher(1, tracing.BATCH_MAX, "test-batcher")
+    monkeypatch.setattr(tracing, "pool", lambda: batcher)
     seen = []
-    real = workers.make_batch
-    monkeypatch.setattr(
-        workers, "make_batch", lambda run, items: seen.append(items) or real(run, items)
-    )
+    real = tracing.run_model
+    monkeypatch.setattr(tracing, "run_model", lambda m, items: seen.append(items) or real(m, items))
     go, _ = _blocked(batcher)
-    key = ("test-batched", id(model))
     out = {}
     threads = [
         threading.Thread(
-            target=lambda t=t: out.update({t: models.model_trace(model, key, t, None)})
+            target=lambda t=t: out.update({t: models.model_trace(model, models.request(model, t))})
         )
         for t in texts
     ]
@@ -589,30 +630,63 @@ def test_sentences_typed_at_once_share_a_forward_and_get_their_own_traces(monkey
     go.set()
     for thread in threads:
         thread.join(30)
-    assert len(seen) == 1 and sorted(seen[0]) == sorted(texts)
+    assert len(seen) == 1 and sorted(i.request.text for i in seen[0]) == sorted(texts)
     for text in texts:
         alone = trace_model(model, text)
-        assert out[text].tokens == alone.tokens
+        assert out[text].tokens == alone.tokens and out[text].request.text == text
         for a, b in zip(out[text].layers, alone.layers, strict=True):
             torch.testing.assert_close(a.weights, b.weights, atol=5e-5, rtol=1e-4)
-    # Masked tokens, a second sentence or a long input are made alone (trace_model).
-    models.model_trace(model, key, texts[0], None, mask_tokens=(1,))
-    models.model_trace(model, key, texts[0], "and a second sentence")
-    long = models.model_trace(model, key, "word " * 300, None)
-    assert len(seen) == 1 and len(long.tokens) == 302
-    assert 2 * workers.batch_bytes(model, "word " * 300) > workers.BATCH_BYTES > 0
-    # A model that trace_each runs one text at a time is not batched at all.
+    # Masked tokens, a second sentence or a long input are made alone.
+    models.model_trace(model, models.request(model, texts[0], mask_tokens=(1,)))
+    models.model_trace(model, models.request(model, texts[0], "and a second sentence"))
+    long = models.model_trace(model, models.request(model, "word " * 300))
+    assert len(seen) == 4 and all(len(items) == 1 for items in seen[1:])
+    assert len(long.tokens) == 302
+    assert 2 * prepare(model, models.request(model, "word " * 300)).n_bytes > tracing.BATCH_BYTES
+    # A model whose padding would move its inputs' positions does not share forwards.
+    assert may_share(model, prepare(model, models.request(model, texts[0])))
     monkeypatch.setattr(model.call_tokenizer, "padding_side", "left")
-    assert workers.batch_bytes(model, texts[0]) == 0
+    assert not may_share(model, prepare(model, models.request(model, texts[0])))
+
+
+def test_a_sentence_is_tokenized_once_per_trace() -> None:
+    """From the page's request to the forward, the tokenizer reads a sentence once: the request
+    is weighed and grouped by the tokens the forward then uses."""
+    from attnviz.engine.hooked import load_model
+    from attnviz.ui import models
+
+    model = load_model()
+    calls = []
+
+    class Counting:
+        def __init__(self, tok) -> None:
+            self.tok = tok
+
+        def __call__(self, *args, **kwargs):
+            calls.append(args[0])
+            return self.tok(*args, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.tok, name)
+
+    real = model.call_tokenizer
+    object.__setattr__(model, "call_tokenizer", Counting(real))  # a frozen dataclass
+    try:
+        for text in ("a sentence seen once, by one tokenizer call", "and a second one"):
+            trace = models.model_trace(model, models.request(model, text, ablate=[(0, 1)]))
+            assert calls == [[text]] and trace.request.text == text
+            calls.clear()
+    finally:
+        object.__setattr__(model, "call_tokenizer", real)
 
 
 def test_a_forward_uses_every_core_alone_and_one_while_others_run() -> None:
     """The trace workers' thread count: all cores for a student alone, one core while other runs
     are in flight or jobs wait, and all again only after ALONE_S of quiet (changing the count
     costs OpenMP a new team, so a class does not flip it on every forward)."""
-    from attnviz.serve.workers import ALONE_S, _Cores
+    from attnviz.serve.cores import ALONE_S, Cores
 
-    cores = _Cores(4)
+    cores = Cores(4)
     assert cores.pick(callers=1, waiting=0, runs=1, now=0.0) == 4  # one student, alone
     assert cores.pick(callers=3, waiting=0, runs=3, now=0.5) == 4  # one batch, nothing else
     assert cores.pick(callers=1, waiting=0, runs=3, now=1.0) == 1  # two other runs going
@@ -626,18 +700,14 @@ def test_a_forward_uses_every_core_alone_and_one_while_others_run() -> None:
 def test_each_worker_thread_keeps_its_own_thread_count(monkeypatch) -> None:
     """With ATTNVIZ_TRACE_WORKERS=2, one worker turning to one thread does not make the other
     believe it did too: OpenMP's count is per thread."""
-    import types
+    from attnviz.serve.cores import Cores
 
-    from attnviz.serve import workers
-
-    queue = types.SimpleNamespace(waiting=lambda: 3)  # jobs waiting: busy
-    monkeypatch.setattr(workers, "pool", lambda: queue)
     monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # the test's own torch unchanged
-    cores, seen = workers._Cores(2), {}
+    cores, seen = Cores(2), {}
 
     def worker(name):
         seen[name, "before"] = cores.now
-        cores.use(1)
+        cores.use(1, lambda: 3)  # jobs waiting: busy
         seen[name, "after"] = cores.now
 
     for name in ("a", "b"):
@@ -649,21 +719,21 @@ def test_each_worker_thread_keeps_its_own_thread_count(monkeypatch) -> None:
 
 
 def test_script_runs_counts_streamlit_script_threads() -> None:
-    """workers.script_runs() finds Streamlit's run threads by name: this checks the name."""
+    """cores.script_runs() finds Streamlit's run threads by name: this checks the name."""
     from streamlit.testing.v1 import AppTest
 
-    from attnviz.serve import workers
+    from attnviz.serve import cores
 
     def script():
         import threading
 
         import streamlit as st
 
-        from attnviz.serve import workers
+        from attnviz.serve import cores
 
-        st.markdown(f"{threading.current_thread().name} {workers.script_runs()}")
+        st.markdown(f"{threading.current_thread().name} {cores.script_runs()}")
 
     at = AppTest.from_function(script).run(timeout=30)
     assert not at.exception
-    assert at.markdown[0].value.split() == [workers.SCRIPT_THREAD, "1"]
-    assert workers.script_runs() == 0
+    assert at.markdown[0].value.split() == [cores.SCRIPT_THREAD, "1"]
+    assert cores.script_runs() == 0

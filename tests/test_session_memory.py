@@ -25,13 +25,13 @@ def live_trace_ids() -> set[int]:
     return {id(o) for o in gc.get_objects() if isinstance(o, Trace)}
 
 
-@pytest.mark.parametrize("page", ["app_pages/bert.py", "app_pages/playground.py"])
+@pytest.mark.parametrize("page", ["app_pages/pretrained.py", "app_pages/playground.py"])
 def test_a_session_holds_no_trace_after_its_runs(page):
     before = live_trace_ids()
     at = app(page)
     at.text_area(key="text").set_value("the quick brown fox jumps over the lazy dog").run()
     if page.endswith("bert.py"):
-        at.number_input(key="b_temp").set_value(2.0).run()  # the what-if path: two traces
+        at.number_input(key="wi_temp").set_value(2.0).run()  # the what-if path: two traces
     for view in VIEWS:
         at.segmented_control(key="view").set_value(view).run()
         assert not at.exception, view

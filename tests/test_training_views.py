@@ -9,8 +9,8 @@ from attnviz.views import training
 def test_curves_escape_names_and_draw_threshold_and_mark() -> None:
     fig = training.curves(
         {"<b>head</b>": ([0, 10, 20], [0.1, 0.6, 0.9]), "b": ([0, 10], [1.0, 0.5])},
-        title="t", x_title="step", y_title="score", threshold=0.5, threshold_name="<i>0.5</i>",
-        marks={"appears at 10": 10},
+        title="t", x_title="step", y_title="score",
+        guides=training.Guides(0.5, "<i>0.5</i>", {"appears at 10": 10}),
     )  # fmt: skip
     names = [trace.name for trace in fig.data]
     assert names == ["&lt;b&gt;head&lt;/b&gt;", "b"]

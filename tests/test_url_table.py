@@ -16,7 +16,7 @@ UI = APP_DIR / "ui"
 # Functions that take a URL key as a literal argument, and where it is.
 KEY_ARGS = {
     "bound": 0, "default": 0, "read": 0, "present": 0, "write": 0, "seed": 0, "sync": 0, "key": 0,
-    "url_select": 3, "choice_slider": 2, "kv_slider": 2,
+    "url_select": 3, "choice_slider": 2, "kv_slider": 2, "_steps_slider": 1,
 }  # fmt: skip
 PICKERS = {"pick_scale": "wscale", "pick_window": None, "pick_focus": "focus"}
 
@@ -123,3 +123,20 @@ def test_each_page_opens_with_the_table_defaults_and_with_a_link_value(page: str
         assert got == want or str(got) == value, f"{page}: ?{key.name}={value} opened at {got!r}"
         checked += 1
     assert checked >= min(2, len(keys)), f"{page}: only {checked} keys checked"
+
+
+def test_older_key_names_in_a_link_are_read_as_todays() -> None:
+    """The Pretrained page's what-if keys were b_*: a link with them opens what it always did,
+    and the address then carries today's names (wi_*, part)."""
+    at = app("app_pages/pretrained.py", query={"b_scale": "false", "b_ablate": ["L3H1", "L5H11"]})
+    assert not at.exception
+    assert at.toggle(key="wi_scale").value is False
+    assert at.multiselect(key="wi_silence").value == ["L3H1", "L5H11"]
+    assert "b_scale" not in at.query_params and "b_ablate" not in at.query_params
+    # a link with both names keeps the new one
+    at = app("app_pages/pretrained.py", query={"b_temp": "3.0", "wi_temp": "2.0"})
+    assert at.number_input(key="wi_temp").value == 2.0
+    assert url.ALIASES == {
+        "b_scale": "wi_scale", "b_temp": "wi_temp", "b_ablate": "wi_silence",
+        "b_mask": "wi_hide", "b_part": "part",
+    }  # fmt: skip

@@ -124,7 +124,7 @@ def test_attnviz_starts_the_app_from_any_folder(venv, tmp_path) -> None:
     with app_process([venv / "bin" / "attnviz"], log, tmp_path, env, timeout=150) as (_, port):
         session = Session(port)
         try:
-            drawn = session.run(page="bert", timeout=120)
+            drawn = session.run(page="pretrained", timeout=120)
         finally:
             session.close()
         assert "exception" not in drawn, drawn["exception"][0].message

@@ -156,12 +156,12 @@ VIEWS = ["heads", "overview", "detail", "lines", "rollout", "query", "link", "ou
 STATES = (
     [(p, {}) for p in pages()]
     + [("app_pages/playground.py", {"view": v, "causal": "true"}) for v in VIEWS]
-    + [("app_pages/bert.py", {"view": v, "b_scale": "false"}) for v in VIEWS]
+    + [("app_pages/pretrained.py", {"view": v, "wi_scale": "false"}) for v in VIEWS]
     + [
         ("app_pages/playground.py", {"text": ""}),
         ("app_pages/playground.py", {"dk_auto": "false", "heads": "7", "pos": "none"}),
-        ("app_pages/bert.py", {"text": ""}),
-        ("app_pages/bert.py", {"model": "no-such-org/no-such-model-xyz"}),
+        ("app_pages/pretrained.py", {"text": ""}),
+        ("app_pages/pretrained.py", {"model": "no-such-org/no-such-model-xyz"}),
         ("app_pages/multihead.py", {"text": ""}),
         ("app_pages/multihead.py", {"mh_h": "8", "mh_kv": "2"}),
         ("app_pages/sharing.py", {"text": ""}),
@@ -195,10 +195,10 @@ def test_the_walk_sees_english_when_there_is_some() -> None:
 
 def test_a_failed_load_is_summarised_in_chinese_with_the_loaders_message_kept() -> None:
     query = {"model": "no-such-org/no-such-model-xyz"}
-    zh = app("app_pages/bert.py", query={"lang": "中文", **query})
+    zh = app("app_pages/pretrained.py", query={"lang": "中文", **query})
     assert any("无法加载" in e.value and "应用仍可使用" in e.value for e in zh.error)
     assert any(e.label == "加载器的原始报错（英文）" for e in zh.expander)
     assert any("no-such-org/no-such-model-xyz" in c.value for c in zh.code)
-    en = app("app_pages/bert.py", query=query)
+    en = app("app_pages/pretrained.py", query=query)
     assert any(e.value.startswith("Could not load") for e in en.error)
     assert not any(e.label == "The loader's own message (in English)" for e in en.expander)

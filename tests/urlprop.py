@@ -88,6 +88,9 @@ def flat(url: dict) -> list[tuple[str, str]]:
 # Widgets whose value is deliberately not in the link: a pasted document (up to 100,000
 # characters) is too long for an address bar; the page says so.
 SESSION_ONLY = frozenset({"long_doc"})
+# ... and what a download holds (the JSON's layers, heads and threshold): it is not what the page
+# shows, and a link reopens the view, not a half-made download.
+SESSION_ONLY_PREFIXES = ("json_",)
 # Buttons that start live work whose result is the session's, not the link's: a training run in
 # the Training lab (a link reopens its settings; the run is trained again on request).
 LIVE_ACTIONS = ("lab_train_",)
@@ -97,7 +100,13 @@ def controls(at: AppTest) -> list:
     """Every widget a user can change on the page now (keyed or not), buttons included."""
     found = []
     for kind in SELECTION_KINDS + VALUE_KINDS:
-        found += [w for w in at.get(kind) if not w.disabled and w.key not in SESSION_ONLY]
+        found += [
+            w
+            for w in at.get(kind)
+            if not w.disabled
+            and w.key not in SESSION_ONLY
+            and not str(w.key or "").startswith(SESSION_ONLY_PREFIXES)
+        ]
     found += [
         b for b in at.get("button") if not b.disabled and not (b.key or "").startswith(LIVE_ACTIONS)
     ]
@@ -146,6 +155,9 @@ def change(at: AppTest, rng: random.Random, done: set[str] | None = None) -> str
     found = controls(at)
     if done is not None:  # a control never changed, else a view never opened, else any
         fresh = [w for w in found if w.key not in EVERY_OPTION and name_of(w) not in done]
+        # a button may leave the view (Link's "open in Head detail"): the view's other controls
+        # first, or they are shown once and never changed
+        fresh = [w for w in fresh if w.type != "button"] or fresh
         views = [w for w in found if w.key in EVERY_OPTION and not targets(w) <= done]
         found = fresh or views or found
     widget = rng.choice(found)

@@ -20,7 +20,7 @@ with st.sidebar:
 model = models.get_model(name.strip() or None, "auto")
 if model is None:
     st.stop()
-model_key = (model.name, model.device, "float32")
+model_key = model.key
 pretrained.summary(model)
 
 with st.expander(t("at.texts"), expanded=False):

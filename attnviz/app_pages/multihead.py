@@ -8,7 +8,7 @@ from attnviz import StackConfig, ui
 from attnviz.engine.config import divisors
 from attnviz.lessons import costs, formulas
 from attnviz.ui import url
-from attnviz.views import heatmaps
+from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 
 t = ui.t
 st.title(t("mh.title"))
@@ -197,19 +197,13 @@ shown = min(n_heads, 8)
 cols = st.columns(shown)
 for h in range(shown):
     with cols[h]:
-        fig = heatmaps.heatmap(
+        fig = draw_map(
             layer.z[h],
-            [str(i) for i in range(d_k)],
-            trace.tokens,
-            title=t("pg.head_title", h=h),
-            value_name="z",
-            signed=True,
-            height=300,
-            max_ticks=4,
-            show_scale=False,
-            show_y_labels=h == 0,
-            x_title="",
-            y_title="",
+            Axis.dims(d_k, "", ticks=4),
+            Axis(trace.tokens, ticks=4, labels=h == 0),
+            Colour.diverging("z", show_bar=False),
+            Marks(),
+            Frame(t("pg.head_title", h=h), 300),
         )
         ui.chart(fig, key=f"z_{h}")
 concat = layer.z.transpose(0, 1).reshape(n, n_heads * d_k)  # [n, h*d_k]: torch.cat of the heads
@@ -219,9 +213,10 @@ panels = (
 )
 for col, (matrix, title, name) in zip(st.columns(2), panels, strict=True):
     with col:
-        fig = heatmaps.vectors(
-            matrix, trace.tokens, title=title, value_name=name, height=320, x_title=t("w.dim")
-        )
+        fig = draw_map(
+            matrix, Axis.dims(matrix.shape[-1], t("w.dim")), Axis(trace.tokens, ticks=16),
+            Colour.diverging(name), Marks(), Frame(title, 320),
+        )  # fmt: skip
         ui.chart(fig, key=name)
 
 calculators(n)

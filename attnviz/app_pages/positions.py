@@ -64,7 +64,7 @@ ui.chart(
     key="po_bars",
 )
 maps = kernel_from_heads((7, 7), alpha)  # [head, row, col]
-fig = images.mosaic(maps.view(3, 3, 7, 7).float(), thumb=70, title=t("po.kernel"))
+fig = images.mosaic(maps.view(3, 3, 7, 7).float(), images.Tiles(thumb=70), t("po.kernel"))
 fig.update_xaxes(ticktext=["Δ₂ = −1", "Δ₂ = 0", "Δ₂ = +1"])
 fig.update_yaxes(ticktext=["Δ₁ = −1", "Δ₁ = 0", "Δ₁ = +1"])
 ui.chart(fig, key="po_kernel")

@@ -7,7 +7,8 @@ from attnviz import ui
 from attnviz.engine.config import StackConfig
 from attnviz.lessons.sharing import comparison, kv_head_of
 from attnviz.ui import pretrained, url
-from attnviz.views import charts, heatmaps
+from attnviz.views import charts
+from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 
 t = ui.t
 st.title(t("sh.title"))
@@ -43,17 +44,13 @@ if trace is not None:
     cells = ui.grid(n_kv, per_row)
     for g in range(n_kv):
         heads = ", ".join(str(h) for h in range(n_heads) if kv_of[h] == g)
-        fig = heatmaps.vectors(
-            layer.k[g],
-            trace.key_tokens,
-            title=t("sh.k_title", g=g, heads=heads),
-            value_name="k",
-            height=320,
-            max_ticks=8,
-            y_title=t("w.key"),
-            x_title=t("w.dim"),
-            show_scale=False,
-        )
+        k = layer.k[g]  # [k, d_head]
+        fig = draw_map(
+            k, Axis.dims(k.shape[-1], t("w.dim"), ticks=8),
+            Axis(trace.key_tokens, t("w.key"), ticks=8), Colour.diverging("k", show_bar=False),
+            Marks(),
+            Frame(t("sh.k_title", g=g, heads=heads), 320),
+        )  # fmt: skip
         with cells[g]:
             ui.chart(fig, key=f"k_{g}")
 

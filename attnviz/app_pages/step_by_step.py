@@ -1,6 +1,7 @@
 """Step by step: QKᵀ -> / sqrt(d_k) -> softmax -> · V on a tiny example (notes 000, 001, 004)."""
 
 import streamlit as st
+import torch
 
 from attnviz import ui
 from attnviz.lessons import formulas
@@ -29,7 +30,7 @@ try:
         ui.text() if own else "我爱水课", d_k, use_scale, causal, float(temperature)
     )
 except (ValueError, TypeError) as err:
-    st.info(t("err.empty") if "empty" in str(err) else markup.escape(err))
+    st.info(ui.input_problem(err))
     st.stop()
 
 n, d = len(wt.tokens), wt.d_k
@@ -95,6 +96,7 @@ matrix, cols_, signed = {
     "weights": (wt.weights, wt.tokens, False),
     "z": (wt.z, dims, True),
 }[step]
+causal_mask = torch.ones(n, n, dtype=torch.bool).tril() if causal else None  # [q, k]
 ui.numbers(
     matrix,
     cols_,
@@ -103,8 +105,18 @@ ui.numbers(
     key="step_matrix",
     highlight=query,
     signed=signed,
+    mask=causal_mask if step == "weights" else None,  # the scaled step shows M's −∞ itself
 )
-row = ", ".join("−∞" if float(x) == float("-inf") else f"{float(x):.3f}" for x in matrix[query])
+hidden = causal and step == "weights"  # keys after the query: masked, not a weight of 0
+
+
+def cell(j: int, x) -> str:
+    if hidden and j > query:
+        return "–"
+    return "−∞" if float(x) == float("-inf") else f"{float(x):.3f}"
+
+
+row = ", ".join(cell(j, x) for j, x in enumerate(matrix[query]))
 st.caption(t("st.row_caption", token=markup.escape(wt.tokens[query]), values=row))
 
 with st.expander(t("st.columns_title"), expanded=step == "weights"):
@@ -115,6 +127,7 @@ with st.expander(t("st.columns_title"), expanded=step == "weights"):
     with c1:
         ui.numbers(a, wt.tokens, wt.tokens, "A = KᵀQ", key="col_a")
     with c2:
-        ui.numbers(a_soft, wt.tokens, wt.tokens, "A'", key="col_soft", signed=False)
+        a_mask = None if causal_mask is None else causal_mask.T  # A' is [k, q]: columns are queries
+        ui.numbers(a_soft, wt.tokens, wt.tokens, "A'", key="col_soft", signed=False, mask=a_mask)
 
 ui.lesson_nav("step_by_step")

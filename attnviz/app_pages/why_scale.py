@@ -7,7 +7,8 @@ import streamlit as st
 from attnviz import StackConfig, ui
 from attnviz.engine.stats import mean_max_weight
 from attnviz.ui import url
-from attnviz.views import charts, heatmaps
+from attnviz.views import charts
+from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 
 t = ui.t
 st.title(t("ws.title"))
@@ -27,8 +28,7 @@ with c1:
         },
         title=t("ws.var_title"),
         x_title="d_k",
-        log_x=True,
-        log_y=True,
+        log="xy",
         dashed=(t("ws.var_theory"), t("ws.var_one")),
     )
     ui.chart(fig, key="variance")
@@ -51,7 +51,7 @@ n_keys = 16
 c1, c2, c3 = st.columns(3)
 with c1:
     fig = charts.lines(
-        sat_d, series("max_weight"), title=t("ws.sat_title", n=n_keys), x_title="d_k", log_x=True
+        sat_d, series("max_weight"), title=t("ws.sat_title", n=n_keys), x_title="d_k", log="x"
     )
     ui.chart(fig, key="saturation")
 with c2:
@@ -60,12 +60,12 @@ with c2:
         series("entropy"),
         title=t("ws.ent_title", u=math.log(n_keys)),
         x_title="d_k",
-        log_x=True,
+        log="x",
     )
     ui.chart(fig, key="entropy")
 with c3:
     fig = charts.lines(
-        sat_d, series("jacobian_norm"), title=t("ws.jac_title"), x_title="d_k", log_x=True
+        sat_d, series("jacobian_norm"), title=t("ws.jac_title"), x_title="d_k", log="x"
     )
     ui.chart(fig, key="jacobian")
 st.caption(t("ws.jac_help"))
@@ -89,17 +89,13 @@ if on is not None and off is not None:
     c1, c2 = st.columns(2)
     for col, trace, label in ((c1, on, "ws.scaled"), (c2, off, "ws.unscaled")):
         with col:
-            fig = heatmaps.heatmap(
+            fig = draw_map(
                 trace.layers[0].weights[0],
-                trace.key_tokens,
-                trace.tokens,
-                title=t(label),
-                value_name=t("w.weights"),
-                zmin=0.0,
-                zmax=1.0,
-                height=420,
-                x_title=t("w.key"),
-                y_title=t("w.query"),
+                Axis(trace.key_tokens, t("w.key")),
+                Axis(trace.tokens, t("w.query")),
+                Colour(zmin=0.0, zmax=1.0, value=t("w.weights")),
+                Marks(),
+                Frame(t(label), 420),
             )
             ui.chart(fig, key=f"live_{label}")
 

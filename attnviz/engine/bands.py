@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attnviz.engine.lean import MaskRule, _key_range, _safe_cols
+from attnviz.engine.lean import MaskRule, key_range, safe_cols
 
 # Cells of one band (every head): 2M float32 = 8 MiB. At 4,096 tokens one pass took 2.7 / 2.0 /
 # 1.9 / 2.2 s with 2^19 / 2^20 / 2^21 / 2^22 cells (best of 3, load average 4): smaller bands
@@ -64,25 +64,25 @@ def allowed_counts(rule: MaskRule, rows: torch.Tensor) -> torch.Tensor:
     return prefix[hi] - prefix[lo]
 
 
-def _bins(n: int, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+def bins(n: int, t: int) -> tuple[torch.Tensor, torch.Tensor]:
     """adaptive_avg_pool's bins of n positions into t: starts and ends (ends exclusive). [t]"""
     i = torch.arange(t)
     return (i * n) // t, -((-(i + 1) * n) // t)
 
 
-def _indicator(starts: torch.Tensor, ends: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
+def indicator(starts: torch.Tensor, ends: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
     """1 where position lo..hi-1 lies in bin b: [bins, hi - lo] float32."""
     pos = torch.arange(lo, hi)
     return ((pos >= starts.unsqueeze(1)) & (pos < ends.unsqueeze(1))).float()
 
 
-def _band(layer, r0: int, r1: int) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+def band(layer, r0: int, r1: int) -> tuple[torch.Tensor, torch.Tensor, int, int]:
     """(weights, exponent in bits) of every head for query rows r0..r1-1 on the keys they may see
     c0..c1-1: weights = 2^exponent, [head, r, c] float32 each, on the trace's device; masked
     weights are exactly 0."""
     q, k = layer.stored("q"), layer.stored("k")
     rule = layer.__dict__["_stored_mask"]
-    c0, c1 = _key_range(rule, r0, r1)
+    c0, c1 = key_range(rule, r0, r1)
     n_heads, n_kv, r = q.shape[0], k.shape[0], r1 - r0
     # the query heads of one K/V head side by side: one matmul per K/V head, k never expanded
     qb = q[:, r0:r1].float().reshape(n_kv, -1, q.shape[-1])  # [kv, group * r, d]
@@ -91,7 +91,7 @@ def _band(layer, r0: int, r1: int) -> tuple[torch.Tensor, torch.Tensor, int, int
     expo = torch.baddbmm(-LOG2E * lse, qb, kb.transpose(1, 2), alpha=layer.scale * LOG2E)
     expo = expo.view(n_heads, r, c1 - c0)  # [head, r, c]: log2 of the weights
     w = expo.exp2()  # [head, r, c]
-    a, b = _safe_cols(rule, r0, r1, c0, c1)
+    a, b = safe_cols(rule, r0, r1, c0, c1)
     rows = torch.arange(r0, r1)
     for lo, hi in ((c0, a), (b, c1)):  # the columns the rule may mask
         if hi > lo:
@@ -100,8 +100,31 @@ def _band(layer, r0: int, r1: int) -> tuple[torch.Tensor, torch.Tensor, int, int
     return w, expo, c0, c1
 
 
-_busy: set[int] = set()  # id() of the layers some thread is passing over now
-_busy_cv = threading.Condition()
+_state_lock = threading.Lock()  # makes a layer's _Memo once
+
+
+class _Memo:
+    """A lean layer's summaries by (side, specials), and whether a thread is passing over it
+    now (others wait for that pass: its summary may be the one they need). Kept on the layer."""
+
+    def __init__(self) -> None:
+        self.made: dict[tuple, LayerSummary] = {}
+        self.busy = False
+        self.cv = threading.Condition()
+
+
+def _memo(layer) -> _Memo:
+    memo = layer.__dict__.get("_summaries")
+    if memo is None:
+        with _state_lock:
+            memo = layer.__dict__.setdefault("_summaries", _Memo())
+    return memo
+
+
+def made(layer, side: tuple[int, int] | None, specials: tuple[int, ...]) -> bool:
+    """Whether this layer's summary for (side, specials) is made already."""
+    memo = layer.__dict__.get("_summaries")
+    return memo is not None and (side, specials) in memo.made
 
 
 def summarize(
@@ -111,23 +134,31 @@ def summarize(
     layer, in one pass over bands of rows; memoized per (side, specials) on the layer. Specials
     None: any summary already made will do (the caller reads no "special" sum). A thread that
     asks while another passes over the same layer waits for it (its summary may be the one)."""
-    memo = layer.__dict__.setdefault("_summaries", {})
+    memo = _memo(layer)
     key = (side, () if specials is None else specials)
-    with _busy_cv:
-        while id(layer) in _busy:
-            _busy_cv.wait()
-        if specials is None and memo:
-            return next(iter(memo.values()))
-        if key in memo:
-            return memo[key]
-        _busy.add(id(layer))
+    with memo.cv:
+        while memo.busy:
+            memo.cv.wait()
+        if specials is None and memo.made:
+            return next(iter(memo.made.values()))
+        if key in memo.made:
+            return memo.made[key]
+        memo.busy = True
     try:
-        summary = memo[key] = _summarize(layer, side, key[1])
+        summary = memo.made[key] = _summarize(layer, side, key[1])
     finally:
-        with _busy_cv:
-            _busy.discard(id(layer))
-            _busy_cv.notify_all()
+        with memo.cv:
+            memo.busy = False
+            memo.cv.notify_all()
     return summary
+
+
+def summaries(
+    layers, side: tuple[int, int] | None, specials: tuple[int, ...]
+) -> list[LayerSummary]:
+    """summarize() of every layer, one after another in this thread (a server makes them a layer
+    per core beforehand: attnviz.serve.bandpool), each memoized on its layer."""
+    return [summarize(layer, side, specials) for layer in layers]
 
 
 def _summarize(layer, side: tuple[int, int] | None, specials: tuple[int, ...]) -> LayerSummary:
@@ -138,22 +169,22 @@ def _summarize(layer, side: tuple[int, int] | None, specials: tuple[int, ...]) -
     pooled = None
     if side is not None:
         th, tw = min(side[0], n_q), min(side[1], n_k)
-        row_s, row_e = _bins(n_q, th)
-        col_s, col_e = _bins(n_k, tw)
+        row_s, row_e = bins(n_q, th)
+        col_s, col_e = bins(n_k, tw)
         pooled = torch.zeros(n_heads, th, tw, device=dev)
-        cmat = _indicator(col_s, col_e, 0, n_k).T.contiguous().to(dev)  # [k, tw]
+        cmat = indicator(col_s, col_e, 0, n_k).T.contiguous().to(dev)  # [k, tw]
     counts = allowed_counts(rule, torch.arange(n_q))  # [q]
     live, wide = counts > 0, counts > 1
     prev_ok = live & (torch.arange(n_q) > 0)
     step = max(16, BAND_CELLS // max(1, n_heads * n_k))
     for r0 in range(0, n_q, step):
         r1 = min(n_q, r0 + step)
-        w, expo, c0, c1 = _band(layer, r0, r1)  # [head, r, c] each
+        w, expo, c0, c1 = band(layer, r0, r1)  # [head, r, c] each
         rows = torch.arange(r0, r1)
         if pooled is not None:
             touch = ((row_s < r1) & (row_e > r0)).nonzero().squeeze(-1)  # output rows hit
             b0, b1 = int(touch[0]), int(touch[-1]) + 1
-            rmat = _indicator(row_s[b0:b1], row_e[b0:b1], r0, r1).to(dev)  # [out, r]
+            rmat = indicator(row_s[b0:b1], row_e[b0:b1], r0, r1).to(dev)  # [out, r]
             pooled[:, b0:b1] += torch.matmul(rmat, w) @ cmat[c0:c1]  # [head, out, tw]
         _add_stats(sums, w, expo, rows, c0, c1, counts[r0:r1], specials)
     if pooled is not None:

@@ -25,24 +25,26 @@ class Budget:
     max_weight_bytes: int = 1 * GiB  # ATTNVIZ_MAX_WEIGHT_BYTES: the toy stack's weights, all layers
     max_trace_bytes: int = 512 * MiB  # ATTNVIZ_MAX_TRACE_BYTES: the tensors of one trace
     max_model_bytes: int = 8 * GiB  # ATTNVIZ_MAX_MODEL_BYTES: a pretrained model's parameters
-    cache_bytes: int = 512 * MiB  # ATTNVIZ_CACHE_BYTES: all cached traces and figures together
     max_text_chars: int = 100_000  # ATTNVIZ_MAX_TEXT_CHARS: characters in one sentence
     max_work: int = 100 * 10**9  # ATTNVIZ_MAX_WORK: floating-point operations of one trace
-    trace_workers: int = 1  # ATTNVIZ_TRACE_WORKERS: forwards run at once (the rest wait, batched)
     # ATTNVIZ_FULL_TRACE_BYTES: a pretrained-model trace whose n x n tensors would be over this is
     # lean (q, k, v, z, the mask rule, log-sum-exp; weights recomputed on access)
     full_trace_bytes: int = 256 * MiB
     max_model_work: int = 2 * 10**12  # ATTNVIZ_MAX_MODEL_WORK: floating-point ops of one forward
     # The training lab shares the server's cores with every other page: a run's wall-clock limit
-    # in seconds (ATTNVIZ_LAB_SECONDS), how many runs train at once per process (ATTNVIZ_LAB_RUNS)
+    # in seconds (ATTNVIZ_LAB_SECONDS); how many run at once is attnviz.serve.settings'
     lab_seconds: int = 60
-    lab_runs: int = 2
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"budget {f.name}={value!r} must be a positive whole number")
+        positive_fields(self, "budget")
+
+
+def positive_fields(obj, what: str) -> None:
+    """Every field of a dataclass of limits is a positive whole number, else a ValueError."""
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{what} {f.name}={value!r} must be a positive whole number")
 
 
 TRUE = ("1", "true", "yes", "on")
@@ -60,9 +62,14 @@ def public() -> bool:
     return os.environ.get("ATTNVIZ_PUBLIC", "").strip().lower() in TRUE
 
 
-def _from_env() -> dict[str, int]:
-    found = dict(PUBLIC_LIMITS) if public() else {}
-    for f in fields(Budget):
+def from_env(cls: type | None = None, defaults: dict[str, int] | None = None) -> dict[str, int]:
+    """The ATTNVIZ_<FIELD> environment variables set for the fields of `cls` (default: Budget),
+    over `defaults` (default: public mode's lower limits where it is on)."""
+    cls = cls or Budget
+    if defaults is None:
+        defaults = dict(PUBLIC_LIMITS) if public() else {}
+    found = dict(defaults)
+    for f in fields(cls):
         raw = os.environ.get(f"ATTNVIZ_{f.name.upper()}")
         if raw is None or not raw.strip():
             continue
@@ -76,7 +83,7 @@ def _from_env() -> dict[str, int]:
 @cache
 def budget() -> Budget:
     """This process's budget: the defaults, overridden by ATTNVIZ_* environment variables."""
-    return Budget(**_from_env())
+    return Budget(**from_env())
 
 
 def size(n_bytes: float, gib_digits: int = 1) -> str:

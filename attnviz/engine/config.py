@@ -17,7 +17,7 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def _list(xs: list[int]) -> str:
+def or_list(xs: list[int]) -> str:
     xs = [str(x) for x in xs]
     return xs[0] if len(xs) == 1 else ", ".join(xs[:-1]) + " or " + xs[-1]
 
@@ -80,14 +80,14 @@ class StackConfig:
             options = [h for h in divisors(self.d_model) if h <= 64]
             raise ValueError(
                 f"n_heads={self.n_heads} does not divide d_model={self.d_model}: pick "
-                f"{_list(options)}, or set d_head explicitly"
+                f"{or_list(options)}, or set d_head explicitly"
             )
         if self.n_heads > 256:
             raise ValueError(f"n_heads={self.n_heads} is too many: keep it <= 256")
         if kv > self.n_heads or self.n_heads % kv:
             raise ValueError(
                 f"n_kv_heads={kv} does not divide n_heads={self.n_heads}: pick "
-                f"{_list(divisors(self.n_heads))} (1 = MQA, {self.n_heads} = MHA)"
+                f"{or_list(divisors(self.n_heads))} (1 = MQA, {self.n_heads} = MHA)"
             )
         object.__setattr__(self, "d_head", d_head)
         object.__setattr__(self, "n_kv_heads", kv)

@@ -18,6 +18,7 @@ import torch
 
 from attnviz.engine import validate
 from attnviz.engine.budget import budget, size
+from attnviz.engine.errors import EmptyInput
 
 MAX_NEW_TOKENS = 128  # tokens one run may generate (the page offers up to this)
 MAX_TOP_K = 1000
@@ -145,7 +146,7 @@ def prompt_ids(model, prompt: str) -> list[int]:
     decoder continuing the text must not see it)."""
     prompt = validate.text("prompt", prompt)
     if not prompt.strip():
-        raise ValueError("the prompt is empty: type a few words for the model to continue")
+        raise EmptyInput("the prompt is empty: type a few words for the model to continue")
     tok = model.call_tokenizer
     with model.call_lock:
         ids = tok(prompt, truncation=True, max_length=model.max_length)["input_ids"]
@@ -227,8 +228,9 @@ def generate(
     attention knobs (no ÷√d_head, temperature, silenced heads) at every step. `cache=False` reruns
     the whole sequence at each step instead of using the KV cache (slower; the same rows: the
     check of the cached path). Stops early at the model's end token."""
-    from attnviz.engine.hooked.intercept import Knobs, Recording
+    from attnviz.engine.hooked.intercept import Recording
     from attnviz.engine.hooked.labels import token_labels, token_texts
+    from attnviz.engine.request import Knobs
 
     sampling = sampling or Sampling()
     what_if = what_if or WhatIf()

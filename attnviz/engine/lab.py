@@ -24,10 +24,9 @@ from attnviz.engine.attention import masked_softmax
 from attnviz.engine.budget import budget, size
 
 INDUCTION_THRESHOLD = 0.5  # a head "is" an induction head once its score passes this
-# A run's wall-clock limit and how many runs may train at once in one process: the budget's
-# lab_seconds and lab_runs (ATTNVIZ_LAB_SECONDS, ATTNVIZ_LAB_RUNS).
+# A run's wall-clock limit: the budget's lab_seconds (ATTNVIZ_LAB_SECONDS). How many runs train at
+# once is the server's (attnviz.serve.settings: lab_runs).
 LAB_SECONDS = float(budget().lab_seconds)
-LAB_RUNS = budget().lab_runs
 MAX_STEPS = 5000
 HELD_OUT = 64  # sequences every measurement is made on (the same ones all run long)
 LAB_WORK_PER_BUDGET = 20  # a run may do this many times the work of one trace (max_work)
@@ -115,6 +114,19 @@ def check_lab(config: LabConfig) -> None:
             f"this run is {flops / 1e12:.1f} TFLOP of work; this server allows "
             f"{most / 1e12:.1f}: use fewer steps, a smaller batch or a smaller model"
         )
+
+
+def most_steps(**settings) -> int:
+    """The most training steps a run with these settings (any LabConfig field but `steps`) may
+    take on this server: its work grows with its steps (lab_work), its memory does not. 0 when
+    even one step is refused (over the memory budget, or settings that break a rule)."""
+    try:
+        one = LabConfig(**{**settings, "steps": 1})
+    except ValueError:
+        one = None
+    if one is None or lab_bytes(one) > budget().max_trace_bytes:
+        return 0
+    return min(MAX_STEPS, int(LAB_WORK_PER_BUDGET * budget().max_work // lab_work(one)))
 
 
 class AttentionOnly(nn.Module):

@@ -78,7 +78,7 @@ def block_rows(n_heads: int, n_k: int) -> int:
     return max(16, min(4096, BLOCK_CELLS // max(1, n_heads * n_k)))
 
 
-def _key_range(rule: MaskRule, r0: int, r1: int) -> tuple[int, int]:
+def key_range(rule: MaskRule, r0: int, r1: int) -> tuple[int, int]:
     """The keys any of the queries r0..r1-1 may see (a causal or windowed rule needs fewer)."""
     hi = min(rule.n_k, r1 + rule.q_offset) if rule.causal else rule.n_k
     lo = 0
@@ -113,7 +113,7 @@ def attend_lean(
     step = block_rows(h, rule.n_k)
     for r0 in range(0, n_q, step):
         r1 = min(n_q, r0 + step)
-        lo, hi = _key_range(rule, r0, r1)
+        lo, hi = key_range(rule, r0, r1)
         rows = torch.arange(r0, r1, device=q.device)
         cols = torch.arange(lo, hi, device=q.device)
         ok = torch.stack([rule.allowed(rows, cols, i) for i in range(b)]).unsqueeze(1)
@@ -153,7 +153,7 @@ def _cuda_fused(
     return None
 
 
-def _index(sel: slice | torch.Tensor | None, n: int) -> torch.Tensor:
+def positions_of(sel: slice | torch.Tensor | None, n: int) -> torch.Tensor:
     if sel is None:
         return torch.arange(n)
     if isinstance(sel, slice):
@@ -172,7 +172,7 @@ def lean_block(
     mask rule, the scale and the log-sum-exp. CPU float32 (bool for mask). [len(rows), len(cols)]"""
     q, k, rule = layer.stored("q"), layer.stored("k"), layer.__dict__["_stored_mask"]
     n_q, n_k = q.shape[1], k.shape[1]
-    ri, ci = _index(rows, n_q), _index(cols, n_k)
+    ri, ci = positions_of(rows, n_q), positions_of(cols, n_k)
     if name == "mask":
         return rule.allowed(ri, ci)
     group = q.shape[0] // k.shape[0]
@@ -210,7 +210,7 @@ def lean_weights(layer: object, head: int | None = None) -> torch.Tensor:
     return _every_head(layer, "weights") if head is None else lean_block(layer, "weights", head)
 
 
-def _safe_cols(rule: MaskRule, r0: int, r1: int, c0: int, c1: int) -> tuple[int, int]:
+def safe_cols(rule: MaskRule, r0: int, r1: int, c0: int, c1: int) -> tuple[int, int]:
     """Keys c0 <= a..b-1 < c1 every query r0..r1-1 may attend (so no mask is needed there); an
     empty range when `keys` masks some key."""
     if rule.keys is not None:
@@ -241,7 +241,7 @@ def pooled_head(layer: object, head: int, th: int, tw: int) -> torch.Tensor:
             r_end += 1
         lo, hi = starts[r], ends[r_end - 1]
         w = torch.zeros(hi - lo, n_k)  # [band, k]
-        c0, c1 = _key_range(layer.__dict__["_stored_mask"], lo, hi)  # a causal band: fewer keys
+        c0, c1 = key_range(layer.__dict__["_stored_mask"], lo, hi)  # a causal band: fewer keys
         w[:, c0:c1] = lean_block(layer, "weights", head, slice(lo, hi), slice(c0, c1))
         w = pool(w.unsqueeze(0), tw).squeeze(0)  # [band, tw] exact column-bin means
         for i in range(r, r_end):

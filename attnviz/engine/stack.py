@@ -15,8 +15,10 @@ from attnviz.engine import validate
 from attnviz.engine.attention import attend
 from attnviz.engine.budget import budget, check_stack_run
 from attnviz.engine.config import StackConfig
+from attnviz.engine.request import TraceRequest
 from attnviz.engine.tokenize import tokenize
 from attnviz.engine.trace import LayerTrace, Trace
+from attnviz.engine.writes import key_norms
 
 PAD = "[PAD]"
 
@@ -33,14 +35,14 @@ class LayerWeights:
     w_2: torch.Tensor | None = None  # [d_ff, d_model] FFN out
 
 
-def _generator(*parts: object) -> torch.Generator:
+def seeded_generator(*parts: object) -> torch.Generator:
     # A stable seed from any parts (Python's hash() of str changes between processes).
     digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
     return torch.Generator().manual_seed(int.from_bytes(digest, "little") & (2**63 - 1))
 
 
 def _randn(shape: tuple[int, ...], std: float, *parts: object) -> torch.Tensor:
-    return torch.randn(shape, generator=_generator(*parts)) * std
+    return torch.randn(shape, generator=seeded_generator(*parts)) * std
 
 
 def build_weights(config: StackConfig) -> list[LayerWeights]:
@@ -146,6 +148,7 @@ def attention_block(
         z=att.z,
         output=output,
         x=x_q,
+        f_norm=key_norms(v, w.w_o, h),  # [head, n_k] ||W_O^h v_j||
     )
 
 
@@ -241,4 +244,6 @@ def trace_text(
     trace.meta["n_input"] = {"text": n_in, "pair": n_in_pair}  # which sentence was cut
     if key_mask is not None:
         trace.special = {PAD: [i for i, t in enumerate(key_mask.tolist()) if not t]}
+    else:  # what the trace answers: trace_text(request.text, request.model, request.pair)
+        trace.request = TraceRequest(config, text, text_pair)
     return trace

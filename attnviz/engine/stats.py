@@ -1,11 +1,17 @@
 """Statistics of a trace's weights: per-head summaries, how far a what-if moved them, which heads
-link two tokens. Plain tensors in and out; no streamlit."""
+link two tokens, how much of each head's attention and movement reaches special tokens (the
+Kobayashi comparison). Plain tensors in and out; no streamlit."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from attnviz.engine.trace import Trace
+from attnviz.engine.trace import LayerTrace, Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def head_stats(trace: Trace) -> dict[str, torch.Tensor]:
@@ -69,8 +75,7 @@ STATS = ("entropy", "entropy_rel", "max_weight", "distance", "self", "prev", "fi
 def _head_stats_in_bands(trace: Trace) -> dict[str, torch.Tensor]:
     """head_stats, the same definitions, from one pass over bands of rows per layer (all heads
     together; attnviz.engine.bands, shared with the overview's pooled map and memoized)."""
-    from attnviz.engine.bandpool import summaries
-    from attnviz.engine.bands import THUMB, specials_of
+    from attnviz.engine.bands import THUMB, specials_of, summaries
 
     parts = summaries(trace.layers, (THUMB, THUMB), specials_of(trace))
     which = {"entropy_rel": "wide", "prev": "prev"}
@@ -91,6 +96,18 @@ def layer_saturation(layer, specials: tuple[int, ...] | None = None) -> tuple[fl
     part = summarize(layer, (THUMB, THUMB), specials)
     cells = layer.n_heads * layer.n_q
     return float(part.sums["max_weight"].sum()) / cells, float(part.sums["entropy"].sum()) / cells
+
+
+def saturation(trace: Trace, layer: int) -> tuple[float, float]:
+    """How saturated a layer's softmax is: the mean largest weight and the mean row entropy over
+    every head and row (a lean layer from the overview's pass over bands, never n x n at once)."""
+    from attnviz.engine.bands import specials_of
+
+    lt = trace.layers[layer]
+    if lt.lean:
+        return layer_saturation(lt, specials_of(trace))
+    w = lt.weights  # [head, q, k]
+    return mean_max_weight(w), mean_entropy(w)
 
 
 def mean_max_weight(weights: torch.Tensor) -> float:
@@ -149,3 +166,77 @@ def heads_linking(
     order = torch.argsort(w.flatten(), descending=True)[:top]
     n_heads = w.shape[1]
     return [(int(i) // n_heads, int(i) % n_heads, float(w.flatten()[i])) for i in order]
+
+
+def _positions(trace: Trace) -> dict[str, list[int]]:
+    """The key positions of each group the comparison reports: special tokens ([CLS], [SEP], a
+    decoder's [BOS] or <|endoftext|>; never padding or [UNK]), punctuation (as the head atlas
+    counts it), and both."""
+    from attnviz.engine.pieces import is_marker
+    from attnviz.engine.roles import is_punctuation
+
+    n_k = trace.layers[0].n_k
+    keys = trace.key_tokens or trace.tokens
+    special = {p for name, ps in trace.special.items() if name != "[PAD]" for p in ps if p < n_k}
+    special = sorted(special | {j for j, tok in enumerate(keys[:n_k]) if is_marker(tok)})
+    punct = [j for j, tok in enumerate(keys[:n_k]) if is_punctuation(tok) and j not in special]
+    return {"special": special, "punct": punct, "both": sorted(special + punct)}
+
+
+def _shares(layer: LayerTrace, cols: dict[str, list[int]]) -> dict[str, torch.Tensor]:
+    """Per head, the sums over every query row of weights and moved: in total, and on each
+    group's keys. A band of rows at a time (a lean layer: never n x n for all heads)."""
+    from attnviz.engine.lean import BLOCK_CELLS
+
+    # the per-key norms when the layer has them (moved = weights x norms), else its own moved
+    # (a trace grouped into words); neither: moved_block says why
+    f = layer.f_norm if layer.__dict__.get("_stored_f_norm") is not None else None  # [head, k]
+    n_heads, n_q, n_k = layer.n_heads, layer.n_q, layer.n_k
+    sums = {
+        f"{field}_{name}": torch.zeros(n_heads, dtype=torch.float64)
+        for field in ("weights", "moved")
+        for name in ("total", *cols)
+    }
+    step = max(1, BLOCK_CELLS // max(1, n_k))
+    for h in range(n_heads):
+        for r0 in range(0, n_q, step):
+            rows = slice(r0, min(n_q, r0 + step))
+            col_sums = layer.block("weights", h, rows).sum(0, dtype=torch.float64)  # [k] Σ_i w
+            if f is None:
+                moved = layer.block("moved", h, rows).sum(0, dtype=torch.float64)  # [k] Σ_i moved
+            else:
+                moved = col_sums * f[h].double()  # [k] Σ_i moved[i, j] over the band
+            sums["weights_total"][h] += col_sums.sum()
+            sums["moved_total"][h] += moved.sum()
+            for name, keys in cols.items():
+                sums[f"weights_{name}"][h] += col_sums[keys].sum()
+                sums[f"moved_{name}"][h] += moved[keys].sum()
+    return sums
+
+
+def special_share(trace: Trace) -> pd.DataFrame:
+    """The Kobayashi comparison: for each head, the share of its attention and the share of what
+    it moves that go to special tokens and punctuation.
+
+    share of x on keys S = Σ_i Σ_{j∈S} x[i, j] / Σ_i Σ_j x[i, j], over every query row, with x the
+    weights (each row sums to 1, so this is the mean weight on S) or `moved`. Columns: layer,
+    head, weights_special, moved_special ([CLS], [SEP], [BOS], <s>...; never padding or [UNK]),
+    weights_punct, moved_punct (tokens of punctuation alone: "." "," "。"), weights_both,
+    moved_both (the two together). A head that moves nothing (silenced) has NaN moved shares.
+    Value-weighted attention: attnviz.engine.writes. A lean trace is summed a band at a time."""
+    import pandas as pd
+
+    cols = _positions(trace)
+    rows = []
+    for i, layer in enumerate(trace.layers):
+        sums = _shares(layer, cols)
+        for h in range(layer.n_heads):
+            row = {"layer": i, "head": h}
+            for name in cols:
+                for field in ("weights", "moved"):
+                    total = float(sums[f"{field}_total"][h])
+                    part = float(sums[f"{field}_{name}"][h])
+                    row[f"{field}_{name}"] = part / total if total > 0 else float("nan")
+            rows.append(row)
+    columns = ["layer", "head"] + [f"{f}_{n}" for n in cols for f in ("weights", "moved")]
+    return pd.DataFrame(rows, columns=columns)

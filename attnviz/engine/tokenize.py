@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from attnviz.engine.errors import EmptyInput
+
 # CJK ideographs (unified, ext. A, compatibility), kana, hangul, CJK punctuation: one token each.
 _CJK = (
     r"[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
@@ -28,7 +30,7 @@ def tokenize(text: str) -> list[str]:
         else:
             tokens.append(piece)
     if not tokens:
-        raise ValueError(
+        raise EmptyInput(
             "The text is empty: type a sentence (for example 'The cat sat.' or '我爱水课')."
         )
     return tokens

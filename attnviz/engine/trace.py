@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from attnviz.engine.bandpool import summaries
-from attnviz.engine.bands import specials_of
+from attnviz.engine.bands import specials_of, summaries
 from attnviz.engine.lean import MaskRule, lean_block
+from attnviz.engine.writes import moved_block, moved_of
 
 _MISSING = object()
 
@@ -68,6 +68,8 @@ class LayerTrace:
     | output  | [n_q, d_model]           | the block's output after W_O, before the residual    |
     | x       | [n_q, d_model] or None   | the input the queries were projected from            |
     | lse     | [n_heads, n_q] or None   | log-sum-exp of each row's masked logits (lean only)  |
+    | f_norm  | [n_heads, n_k] or None   | ||W_O^h v_j||: what key j sends through head h       |
+    | moved   | [n_heads, n_q, n_k]      | weights * f_norm (value-weighted, engine/writes.py)  |
 
     Reading a field gives a CPU float32 tensor. What is stored may live on another device or be
     float16 (`compact`), or be recomputed from the others on access: `stored(name)` returns it as
@@ -88,6 +90,8 @@ class LayerTrace:
     output: torch.Tensor = _Stored()
     x: torch.Tensor | None = _Stored(default=None)
     lse: torch.Tensor | None = _Stored(default=None)
+    f_norm: torch.Tensor | None = _Stored(default=None)
+    moved: torch.Tensor = _Stored(default=moved_of)
 
     @property
     def lean(self) -> bool:
@@ -109,9 +113,11 @@ class LayerTrace:
         rows: slice | torch.Tensor | None = None,
         cols: slice | torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Head h's `scores`, `logits` (scores * scale, -inf where masked), `weights` or `mask`
-        on rows x cols (a slice, positions, or None for all), CPU float32 (mask: bool): a lean
-        layer recomputes only that block. [rows, cols]"""
+        """Head h's `scores`, `logits` (scores * scale, -inf where masked), `weights`, `moved` or
+        `mask` on rows x cols (a slice, positions, or None for all), CPU float32 (mask: bool): a
+        lean layer recomputes only that block. [rows, cols]"""
+        if name == "moved" and self.__dict__.get("_stored_moved") is moved_of:
+            return moved_block(self, h, rows, cols)
         if self.lean:
             return lean_block(self, name, h, rows, cols)
         rows = slice(None) if rows is None else rows
@@ -122,8 +128,8 @@ class LayerTrace:
             return full[rows][:, cols]
         if name == "logits":
             return self.head_logits(h)[rows][:, cols]
-        if name not in ("scores", "weights"):
-            raise ValueError(f"block name={name!r} must be scores, logits, weights or mask")
+        if name not in ("scores", "weights", "moved"):
+            raise ValueError(f"block name={name!r} must be scores, logits, weights, moved or mask")
         return self.head(name, h)[rows][:, cols]
 
     def _read(self, name: str, h: int | None = None) -> torch.Tensor | None:
@@ -168,6 +174,28 @@ class LayerTrace:
     def n_kv_heads(self) -> int:
         return self.stored("k").shape[0]
 
+    def allowed(self, rows: slice | torch.Tensor | list | None = None) -> torch.Tensor:
+        """How many keys each query row may attend (the mask's row sums; a lean layer's from its
+        rule, never an n x n tensor): the n of a row's uniform baseline 1/n. [rows] int64"""
+        stored = self.__dict__.get("_stored_mask")
+        idx = torch.arange(self.n_q)
+        idx = (
+            idx if rows is None else idx[rows] if isinstance(rows, slice) else torch.as_tensor(rows)
+        )
+        if isinstance(stored, MaskRule):
+            from attnviz.engine.bands import allowed_counts
+
+            return allowed_counts(stored, idx.reshape(-1)).long()
+        mask = self.mask
+        if mask is None:
+            return torch.full((idx.numel(),), self.n_k, dtype=torch.long)
+        return mask[idx.reshape(-1)].sum(-1).long()
+
+    def kv_head(self, h: int) -> int:
+        """The K/V head query head h reads (GQA: h // (n_heads // n_kv_heads), as torch's
+        enable_gqa)."""
+        return h // (self.n_heads // self.n_kv_heads)
+
     def logits(self) -> torch.Tensor:
         """What softmax sees: scores * scale with -inf where masked. [n_heads, n_q, n_k]"""
         return self._masked(self.scores * self.scale)
@@ -197,6 +225,16 @@ class Trace:
     # An encoder-decoder's other attentions, each a Trace: "decoder" (self) and "cross" (keys are
     # this trace's tokens). This trace is the encoder's.
     parts: dict[str, Trace] = field(default_factory=dict)
+    # The TraceRequest this trace answers (attnviz.engine.request; its parts share it), or None
+    # for a trace made without one: what a server's cache and a fragment know it by.
+    request: Any = None
+    # The token ids behind `tokens` (which are labels: byte pieces read as characters, so not
+    # always the vocabulary's spelling), for a rerun of the same input; None where unknown.
+    token_ids: list[int] | None = None
+    # Values derived from this trace for views (a figure, a table), kept as long as it lives: a
+    # server memoizes them here (attnviz.serve.memos), so they go with the trace, never in a
+    # table of their own.
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.key_tokens is None:
@@ -239,12 +277,17 @@ class Trace:
 def pooled_weights(trace: Trace, th: int, tw: int) -> torch.Tensor:
     """Every head's weights average-pooled to at most th x tw, computed where the trace lives (a
     GPU trace copies only the pooled mosaic). [layer, head, <=th, <=tw], CPU float32"""
-    lean = [layer for layer in trace.layers if layer.lean]  # a band of rows at a time, all heads
+    # A band of rows at a time, all heads; made here one layer after another unless a server
+    # made them already (attnviz.serve.bandpool: a layer per core).
+    lean = [layer for layer in trace.layers if layer.lean]
     pooled = iter(s.pooled for s in summaries(lean, (th, tw), specials_of(trace)))
     out = []
     for layer in trace.layers:
         if layer.lean:  # never n x n for all heads
             out.append(next(pooled))
+            continue
+        if getattr(layer, "grouped", False):  # words of pieces (engine/words.py), in bands
+            out.append(layer.pooled(th, tw))
             continue
         w = layer.stored("weights")  # [head, q, k] on its device
         n_q, n_k = w.shape[-2:]
@@ -272,11 +315,11 @@ def compact(trace: Trace, half: tuple[str, ...] = ()) -> Trace:
     the app keeps float32). Shares tensors with `trace`; treat both as read-only."""
     layers = []
     for layer in trace.layers:
-        if layer.lean:  # nothing n x n is stored: already compact
+        if layer.lean or getattr(layer, "grouped", False):  # nothing recomputable from q, k
             layers.append(layer)
             continue
         stored = {f: layer.stored(f) for f in ("q", "k", "v", "scores", "mask", "weights", "z")}
-        stored |= {"output": layer.stored("output"), "x": layer.stored("x")}
+        stored |= {f: layer.stored(f) for f in ("output", "x", "f_norm")}
         new = LayerTrace(scale=layer.scale, **stored)
         recomputed = _scores_from_qk(layer)
         if torch.allclose(recomputed, stored["scores"].float(), rtol=1e-4, atol=1e-4):
@@ -286,4 +329,4 @@ def compact(trace: Trace, half: tuple[str, ...] = ()) -> Trace:
             if t is not None and t.is_floating_point():
                 setattr(new, name, t.half())
         layers.append(new)
-    return Trace(**{**trace.__dict__, "layers": layers})
+    return Trace(**{**trace.__dict__, "layers": layers, "memo": {}})

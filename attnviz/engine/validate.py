@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 
 from attnviz.engine.budget import budget
+from attnviz.engine.errors import EmptyInput
 
 # Logits are divided by the temperature. Below 1e-3 the factor 1/temperature overflows float32 for
 # ordinary scores (1/1e-40 is inf, and inf * 0 is NaN); above 1e3 every row is uniform to float32
@@ -216,10 +217,10 @@ def model_inputs(
         raise TypeError(f"texts must be a list of sentences, not {type(texts).__name__}")
     texts = [text("text", t) for t in texts]
     if not texts:
-        raise ValueError("texts is empty: give at least one sentence")
+        raise EmptyInput("texts is empty: give at least one sentence")
     for t in texts:
         if not t.strip():
-            raise ValueError(f"text {short(t)} is empty: type a sentence to trace")
+            raise EmptyInput(f"text {short(t)} is empty: type a sentence to trace")
     pairs = None
     if text_pairs is not None:
         if isinstance(text_pairs, (str, bytes)) or not isinstance(text_pairs, Iterable):

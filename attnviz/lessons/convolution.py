@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attnviz.lessons.scaling import _whole
+from attnviz.lessons.scaling import whole_number
 
 KERNEL_3X3 = tuple((a, b) for a in (-1, 0, 1) for b in (-1, 0, 1))  # Δ of each head, row-major
 
@@ -50,7 +50,7 @@ def quadratic_position_scores(
     n: int, delta: float, alpha: float, query: int | None = None
 ) -> PositionScores:
     """One query (default: the middle) over a sequence of n positions; see PositionScores."""
-    _whole("n", n, most=2**16)
+    whole_number("n", n, most=2**16)
     alpha = _alpha(alpha)
     if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not math.isfinite(delta):
         raise ValueError(f"delta={delta!r} must be a finite number")
@@ -64,8 +64,8 @@ def quadratic_position_scores(
 
 
 def _grid_offsets(grid_h: int, grid_w: int, query_pos: tuple[int, int]) -> torch.Tensor:
-    _whole("grid_h", grid_h, most=2**10)
-    _whole("grid_w", grid_w, most=2**10)
+    whole_number("grid_h", grid_h, most=2**10)
+    whole_number("grid_w", grid_w, most=2**10)
     qr, qc = query_pos
     if not (0 <= qr < grid_h and 0 <= qc < grid_w):
         raise ValueError(f"query_pos={query_pos} must lie in the {grid_h}x{grid_w} grid")

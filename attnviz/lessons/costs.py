@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from attnviz.engine.config import _list, divisors
+from attnviz.engine.config import divisors, or_list
 
 
 def _whole(name: str, value: object) -> int:
@@ -25,7 +25,7 @@ def _head_dims(
     if (d_k is None or d_v is None) and d_model % n_heads:
         raise ValueError(
             f"n_heads={n_heads} does not divide d_model={d_model}: pick "
-            f"{_list(divisors(d_model))}, or give d_k and d_v explicitly"
+            f"{or_list(divisors(d_model))}, or give d_k and d_v explicitly"
         )
     d_k = d_model // n_heads if d_k is None else _whole("d_k", d_k)
     d_v = d_model // n_heads if d_v is None else _whole("d_v", d_v)
@@ -33,7 +33,7 @@ def _head_dims(
     if n_heads % kv:
         raise ValueError(
             f"n_kv_heads={kv} does not divide n_heads={n_heads}: pick "
-            f"{_list(divisors(n_heads))} (1 = MQA, {n_heads} = MHA)"
+            f"{or_list(divisors(n_heads))} (1 = MQA, {n_heads} = MHA)"
         )
     return d_k, d_v, kv
 

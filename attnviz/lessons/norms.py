@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from attnviz.engine import validate
-from attnviz.engine.stack import _generator
+from attnviz.engine.stack import seeded_generator
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def norm_example(batch: int = 2, seq: int = 5, d_model: int = 8, seed: int = 0) 
         validate.whole(name, value, 1, 4096)
     if batch * seq * d_model > 2**22:
         raise ValueError(f"norm_example of {batch} x {seq} x {d_model} is too large: keep it small")
-    g = _generator("norm", seed)
+    g = seeded_generator("norm", seed)
     x = torch.randn(batch, seq, d_model, generator=g)  # [batch, seq, d_model]
     shift = torch.linspace(-3, 3, d_model)  # [d_model]
     scale = torch.linspace(0.5, 3, d_model)  # [d_model]

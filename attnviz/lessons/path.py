@@ -1,8 +1,9 @@
 """The classroom pages in teaching order: a 45-minute lesson built from the five notes.
 
-One entry per page: its file, its navigation title key, the minutes it takes in the lesson and the
-notes it teaches from. The pages' previous/next links and the README's lesson plan follow this
-order. No streamlit here.
+One entry per page: its file, its navigation title key, the minutes it takes in the lesson, the
+notes it teaches from and what its link in the lesson sets up (the README's lesson plan). The
+pages' previous/next links follow this order and open each page as that link does: only what
+that page means, never the last page's sentence. No streamlit here.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ class Stop:
     title_key: str  # i18n key of its navigation title
     minutes: int  # time it takes in the 45-minute lesson
     notes: tuple[str, ...]  # seed notes it teaches from ("000" ... "004")
+    # URL keys its link in the lesson sets (attnviz.ui.url's names); the sentence and the second
+    # sentence are the defaults unless named here
+    link: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.path.startswith("app_pages/") or not self.path.endswith(".py"):
@@ -30,12 +34,13 @@ class Stop:
 LESSON = (
     Stop("step_by_step", "app_pages/step_by_step.py", "nav.steps", 10, ("000", "001", "004")),
     Stop("why_scale", "app_pages/why_scale.py", "nav.why_scale", 6, ("000", "004")),
-    Stop("masks", "app_pages/masks.py", "nav.masks", 7, ("002", "004")),
+    Stop("masks", "app_pages/masks.py", "nav.masks", 7, ("002", "004"),
+         (("text", "我爱水课"), ("pair", "I really love easy courses"))),
     Stop("multihead", "app_pages/multihead.py", "nav.multihead", 7, ("000", "001", "003")),
-    Stop("sharing", "app_pages/sharing.py", "nav.sharing", 4, ("003",)),
+    Stop("sharing", "app_pages/sharing.py", "nav.sharing", 4, ("003",), (("sh_kv", "2"),)),
     Stop("positions", "app_pages/positions.py", "nav.positions", 6, ("002", "003", "004")),
-    Stop("bert", "app_pages/bert.py", "nav.bert", 5, ("004",)),
-)
+    Stop("pretrained", "app_pages/pretrained.py", "nav.bert", 5, ("004",), (("view", "link"),)),
+)  # fmt: skip
 
 
 def neighbours(name: str) -> tuple[Stop | None, Stop, Stop | None]:

@@ -18,7 +18,7 @@ SATURATION_D_KS = (1, 4, 16, 64, 256, 1024)
 MAX_ELEMENTS = 2**26  # the most numbers one lesson call may draw (256 MiB of float32)
 
 
-def _whole(name: str, value: object, least: int = 1, most: int = MAX_ELEMENTS) -> int:
+def whole_number(name: str, value: object, least: int = 1, most: int = MAX_ELEMENTS) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < least:
         raise ValueError(f"{name}={value!r} must be a whole number of at least {least}")
     if value > most:
@@ -42,10 +42,10 @@ def variance_sweep(
 ) -> list[dict[str, float]]:
     """Var(q·k) measured on random q, k with unit-variance entries, per d_k (theory: d_k), and of
     the logits q·k / sqrt(d_k) (theory: 1). One row per d_k."""
-    _whole("n_samples", n_samples, least=2)
+    whole_number("n_samples", n_samples, least=2)
     rows = []
     for d_k in d_ks:
-        _whole("d_k", d_k)
+        whole_number("d_k", d_k)
         _elements(f"variance_sweep at d_k={d_k}", 2 * n_samples * d_k)
         g = _generator(seed, d_k)
         q = torch.randn(n_samples, d_k, generator=g)  # [sample, d_k]
@@ -78,11 +78,11 @@ def saturation_sweep(
     1/sqrt(d_k) scale: mean max weight, mean entropy (nats), and the mean Frobenius norm of the
     softmax Jacobian, the factor every gradient into the logits passes through. One row per
     (d_k, scaled)."""
-    _whole("n_keys", n_keys, least=2)
-    _whole("n_samples", n_samples)
+    whole_number("n_keys", n_keys, least=2)
+    whole_number("n_samples", n_samples)
     rows = []
     for d_k in d_ks:
-        _whole("d_k", d_k)
+        whole_number("d_k", d_k)
         _elements(f"saturation_sweep at d_k={d_k}", n_samples * (n_keys + 1) * d_k)
         _elements("the softmax Jacobians", n_samples * n_keys * n_keys)
         g = _generator(seed, d_k)

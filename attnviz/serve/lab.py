@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from attnviz.engine.lab import LAB_RUNS, LabConfig, LabResult, run
+from attnviz.engine.lab import LabConfig, LabResult, run
+from attnviz.serve.settings import serving
 
+LAB_RUNS = serving().lab_runs
 _SLOTS = threading.BoundedSemaphore(LAB_RUNS)
 
 

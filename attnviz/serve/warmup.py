@@ -60,8 +60,10 @@ def _load() -> None:
         _say(Message("load.imports"))
         preload_imports()
         from attnviz.engine.hooked import load_model
+        from attnviz.serve import tracing
 
         _state["model"] = load_model(None, device="auto", progress=_say)
+        tracing.register(_state["model"])  # a request names it by its key
         _say(Message("load.ready"))
     except Exception as err:  # shown to the visitor; the server keeps working
         _state["error"] = err

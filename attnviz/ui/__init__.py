@@ -4,13 +4,14 @@ behind them: language, url (every URL key), sidebar, widgets, playground, lesson
 models (loading a model, its cached traces), pretrained, whatif, caching, explorer/, launch.
 """
 
-from attnviz.ui.language import lang, localized, said, t
+from attnviz.ui.language import input_problem, lang, localized, said, t
 from attnviz.ui.lesson import (
     cached_order_check,
     cached_sharing_check,
     cached_sweeps,
     cached_walkthrough,
     lesson_nav,
+    page_file,
 )
 from attnviz.ui.playground import run_stack_trace, stack_controls
 from attnviz.ui.sidebar import pair, sidebar, text
@@ -29,7 +30,8 @@ from attnviz.ui.widgets import (
 
 __all__ = [
     "cached_order_check", "cached_sharing_check", "cached_sweeps", "cached_walkthrough", "chart",
-    "choice_slider", "distinct_labels", "grid", "kv_slider", "lang", "lesson_nav", "localized",
-    "numbered", "numbers", "pair", "report_trace_notes", "run_stack_trace", "said", "sidebar",
-    "stack_controls", "t", "table", "text", "url_select",
+    "choice_slider", "distinct_labels", "grid", "input_problem", "kv_slider", "lang", "lesson_nav",
+    "localized", "numbered", "numbers", "page_file", "pair", "report_trace_notes",
+    "run_stack_trace", "said",
+    "sidebar", "stack_controls", "t", "table", "text", "url_select",
 ]  # fmt: skip

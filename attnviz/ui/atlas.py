@@ -15,7 +15,7 @@ from attnviz.engine.budget import budget
 from attnviz.engine.hooked.families import DEFAULT_NAME
 from attnviz.ui import markup, url
 from attnviz.ui.language import lang, t
-from attnviz.ui.models import model_trace
+from attnviz.ui.models import model_trace, request
 from attnviz.ui.widgets import chart, table
 from attnviz.views import atlas as figures
 from attnviz.views.spec import escape
@@ -69,7 +69,8 @@ def own_texts() -> list[str]:
         t("at.own"), height=90, max_chars=4000, help=t("at.own_help"), **url.bound("at_texts")
     )
     texts = [line.strip() for line in (raw or "").splitlines() if line.strip()]
-    upload = st.file_uploader(t("at.file"), type=["txt"], help=t("at.file_help"), key="at_file")
+    upload = st.file_uploader(t("at.file", kb=MAX_FILE_BYTES // 1000), type=["txt"],
+                              help=t("at.file_help"), key="at_file")  # fmt: skip
     if upload is not None:
         data = upload.getvalue()
         if len(data) > MAX_FILE_BYTES:
@@ -201,7 +202,7 @@ def head_card(model, model_key: tuple, texts: list[str], row: pd.Series, part: s
     if row.example_text < 0 or row.example_text >= len(texts):
         return
     text = texts[int(row.example_text)]
-    trace = model_trace(model, model_key, text, None).part(part)
+    trace = model_trace(model, request(model, text)).part(part)
     i, k = int(row.example_row), int(row.example_key)
     weights = trace.layers[layer].head("weights", head)[i].tolist()  # [n_k]
     title = t(
@@ -227,9 +228,9 @@ def detail_link(
     if model.name != DEFAULT_NAME:
         params["model"] = model.name
     if part != "encoder":
-        params["b_part"] = part
+        params["part"] = part
     # Relative to this page (<base>/atlas), so it works behind a reverse proxy's path too.
-    href = "bert?" + urlencode(params, quote_via=quote)
+    href = "pretrained?" + urlencode(params, quote_via=quote)
     st.link_button(t("at.open_detail"), href, icon=":material/open_in_new:", key=key)
 
 
@@ -292,7 +293,7 @@ def qk_map(model, model_key: tuple, texts: list[str], part: str, layer: int, hea
     bar = st.progress(0.0, text=t("at.qk_tracing", done=0, total=len(texts)))
     traces = []
     for n, text in enumerate(texts, 1):
-        traces.append(model_trace(model, model_key, text, None).part(part))
+        traces.append(model_trace(model, request(model, text)).part(part))
         bar.progress(n / len(texts), text=t("at.qk_tracing", done=n, total=len(texts)))
     bar.empty()
     points = roles.qk_map(traces, layer, head)

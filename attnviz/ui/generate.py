@@ -15,10 +15,12 @@ from attnviz.engine.generate import (
 )
 from attnviz.engine.whatif import head_ids, parse_head_ids
 from attnviz.ui import markup, url
-from attnviz.ui.language import t
+from attnviz.ui.language import lang, t
 from attnviz.ui.models import get_model
-from attnviz.ui.widgets import chart
-from attnviz.views import heatmaps, training
+from attnviz.ui.widgets import chart, follow_default
+from attnviz.views import training
+from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
+from attnviz.views.tokens import piece, visible
 
 
 def decoder():
@@ -48,9 +50,9 @@ def settings(model) -> tuple[str, int, Sampling, WhatIf] | None:
     """The prompt and every setting of the run, from widgets bound to the URL; None (after a
     message) when they do not make a run. Drawn without a model too (after a bad model name), so
     that the prompt and settings typed so far stay."""
-    prompt = st.text_area(
-        t("gen.prompt"), url.default("g_prompt"), height=80, **url.bound("g_prompt")
-    )
+    default = url.default("g_prompt", lang=lang())
+    follow_default("g_prompt", default)  # in the UI's language, until one is typed
+    prompt = st.text_area(t("gen.prompt"), default, height=80, **url.bound("g_prompt"))
     c1, c2, c3, c4, c5 = st.columns(5)
     n = c1.slider(t("gen.n"), 1, 64, url.default("g_n"), **url.bound("g_n"))
     greedy = c2.toggle(t("gen.greedy"), url.default("g_greedy"), **url.bound("g_greedy"))
@@ -101,9 +103,12 @@ def run(model, prompt: str, n: int, sampling: Sampling, what_if: WhatIf) -> Gene
 def show(g: Generation) -> None:
     """The generated text, the step slider, that step's rows in every layer and head, the KV
     cache, and the sink on the first token."""
-    prompt_text = markup.escape("".join(_joined(g.tokens[: g.n_prompt])))
-    new_text = markup.escape("".join(_joined(g.tokens[g.n_prompt :], first=False)))
-    st.markdown(t("gen.text", prompt=prompt_text, new=new_text))
+    # Every token drawn, whitespace as ␣ and ⏎: a run of spaces or line breaks is otherwise blank.
+    pieces = [visible(piece(tok, text)) for tok, text in zip(g.tokens, _texts(g), strict=True)]
+    prompt_text = markup.escape("".join(pieces[: g.n_prompt]))
+    new_text = markup.escape("".join(pieces[g.n_prompt :]))
+    st.markdown(t("gen.text", prompt=prompt_text, new=new_text, n=len(g.generated)))
+    st.caption(t("gen.whitespace"))
     if g.stopped == "eos":
         st.caption(t("gen.stopped_eos"))
     last = len(g.steps) - 1
@@ -116,19 +121,21 @@ def show(g: Generation) -> None:
     url.sync("g_step", url.default("g_step"))
     s = g.steps[step]
     n_k = s.position + 1
-    labels = [f"{i}: {tok}" for i, tok in enumerate(g.tokens[:n_k])]
+    labels = [f"{i}: {tok}" for i, tok in enumerate(pieces[:n_k])]
     c1, c2, c3, c4 = st.columns(4)
-    c1.metric(t("gen.query"), g.tokens[s.position], help=t("gen.query_help"))
-    c2.metric(t("gen.chosen", p=f"{s.p_next:.3g}"), g.tokens[s.position + 1])
+    c1.metric(t("gen.query"), pieces[s.position], help=t("gen.query_help"))
+    c2.metric(t("gen.chosen", p=f"{s.p_next:.3g}"), pieces[s.position + 1])
     c3.metric(t("gen.cache"), size(s.kv_bytes), help=t("gen.cache_help", d=g.d_head))
     sink = float(g.sink(step).mean())
     c4.metric(t("gen.sink"), f"{sink:.0%}", help=t("gen.sink_help", u=1 / n_k))
     rows = s.weights.reshape(g.n_layers * g.n_heads, n_k)  # [layer * head, n_k]
     heads = [f"L{la}H{h}" for la in range(g.n_layers) for h in range(g.n_heads)]
-    fig = heatmaps.heatmap(
-        rows, labels, heads, title=t("gen.rows_title", tok=g.tokens[s.position], step=step),
-        value_name=t("w.weights"), zmin=0.0, zmax=1.0, x_title=t("w.key"), y_title=t("gen.head"),
-        height=max(320, 22 * len(heads) + 160), auto_ticks=n_k > 40,
+    ticks = None if n_k > 40 else 48  # past 40 keys: as many labels as the pixels allow
+    fig = draw_map(
+        rows, Axis(labels, t("w.key"), ticks=ticks), Axis(heads, t("gen.head"), ticks=ticks),
+        Colour(zmin=0.0, zmax=1.0, value=t("w.weights")), Marks(),
+        Frame(t("gen.rows_title", tok=pieces[s.position], step=step),
+              max(320, 22 * len(heads) + 160)),
     )  # fmt: skip
     chart(fig, key="gen_rows", name=f"generate_step_{step}")
     left, right = st.columns(2)
@@ -145,20 +152,12 @@ def show(g: Generation) -> None:
         fig = training.curves(
             {t("gen.sink_series"): (xs, sinks), t("gen.uniform_series"): (xs, uniform)},
             title=t("gen.sink_title"), x_title=t("gen.cache_x"), y_title=t("w.weights"),
-            marks={str(step): xs[step]}, height=300, from_zero=False,
+            guides=training.Guides(marks={str(step): xs[step]}), height=300, from_zero=False,
         )  # fmt: skip
         chart(fig, key="gen_sink")
     st.markdown(t("gen.sink_explained", sink=sink, u=1 / n_k))
 
 
-def _joined(tokens: list[str], first: bool = True) -> list[str]:
-    """Tokens as text: word pieces (##) glued, GPT-2's Ġ and SentencePiece's ▁ as spaces."""
-    out = []
-    for i, tok in enumerate(tokens):
-        if tok.startswith("##"):
-            out.append(tok[2:])
-        elif tok.startswith(("Ġ", "▁")):
-            out.append(" " + tok[1:])
-        else:
-            out.append(tok if (first and i == 0) else " " + tok)
-    return out
+def _texts(g: Generation) -> list[str]:
+    """Each token's text (decoded alone); the raw tokens where a run has none."""
+    return g.texts if len(g.texts) == len(g.tokens) else list(g.tokens)

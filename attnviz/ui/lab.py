@@ -7,7 +7,7 @@ import statistics
 
 import streamlit as st
 
-from attnviz.engine.lab import INDUCTION_THRESHOLD, LAB_SECONDS, LabConfig
+from attnviz.engine.lab import INDUCTION_THRESHOLD, LAB_SECONDS, LabConfig, most_steps
 from attnviz.serve import lab as jobs
 from attnviz.ui import markup, url
 from attnviz.ui.language import t
@@ -19,32 +19,59 @@ POLL_S = 1.0  # how often a training section redraws while its job runs
 
 def induction_config() -> LabConfig | None:
     c1, c2, c3, c4 = st.columns(4)
-    steps = c1.slider(t("lab.steps"), 50, 2000, url.default("lab_steps"), 50,
-                      **url.bound("lab_steps"))  # fmt: skip
+    heads = _picked("lab_heads")  # drawn in the third column; it decides the steps' range
+    steps = _steps_slider(c1, "lab_steps", 50, 2000, 50, n_heads=int(heads))
     lr = c2.select_slider(t("lab.lr"), url.key("lab_lr").options, url.default("lab_lr"),
                           **url.bound("lab_lr"))  # fmt: skip
-    heads = c3.select_slider(t("lab.heads"), url.key("lab_heads").options,
+    heads = c3.select_slider(t("lab.heads"), _fits("lab_heads", "n_heads"),
                              url.default("lab_heads"), **url.bound("lab_heads"))  # fmt: skip
     seed = c4.number_input(t("lab.seed"), 0, 9999, url.default("lab_seed"), 1,
                            **url.bound("lab_seed"))  # fmt: skip
-    return _config(steps=int(steps), lr=float(lr), n_heads=int(heads), seed=int(seed))
+    found = _configs(dict(steps=int(steps), lr=float(lr), n_heads=int(heads), seed=int(seed)))
+    return None if found is None else found[0]
 
 
 def scaling_configs() -> tuple[LabConfig, LabConfig] | None:
     c1, c2, _ = st.columns([1, 1, 2])
-    d_k = c1.select_slider(t("lab.dk"), url.key("sc_dk").options, url.default("sc_dk"),
-                           **url.bound("sc_dk"))  # fmt: skip
-    steps = c2.slider(t("lab.steps"), 20, 1000, url.default("sc_steps"), 10,
-                      **url.bound("sc_steps"))  # fmt: skip
+    d_k = c1.select_slider(t("lab.dk"), _fits("sc_dk", "d_k", eval_every=5),
+                           url.default("sc_dk"), **url.bound("sc_dk"))  # fmt: skip
+    steps = _steps_slider(c2, "sc_steps", 20, 1000, 10, d_k=int(d_k), eval_every=5)
     seed = int(st.session_state.get("lab_seed", url.default("lab_seed")))
-    on = _config(d_k=int(d_k), steps=int(steps), use_scale=True, seed=seed, eval_every=5)
-    off = _config(d_k=int(d_k), steps=int(steps), use_scale=False, seed=seed, eval_every=5)
-    return None if on is None or off is None else (on, off)
+    same = dict(d_k=int(d_k), steps=int(steps), seed=seed, eval_every=5)
+    return _configs({**same, "use_scale": True}, {**same, "use_scale": False})
 
 
-def _config(**settings) -> LabConfig | None:
+def _picked(key: str):
+    """A select slider's value before it is drawn: this run's, else the link's, else the
+    default."""
+    value = st.session_state.get(key, url.read(key))
+    return value if value in url.key(key).options else url.default(key)
+
+
+def _fits(key: str, field: str, **settings) -> list:
+    """The key's options that leave room for the steps slider's smallest run on this server."""
+    lowest = {"lab_heads": 50, "sc_dk": 20}[key]
+    options = url.key(key).options
+    fitting = [o for o in options if most_steps(**{field: o}, **settings) >= lowest]
+    return fitting or list(options[:1])
+
+
+def _steps_slider(column, key: str, lo: int, hi: int, step: int, **settings) -> int:
+    """A steps slider that offers only what this server's budget allows for these settings
+    (most_steps), rounded down to its step; a value over it (another d_k, a link) comes down."""
+    most = max(lo, min(hi, most_steps(**settings) // step * step))
+    asked = st.session_state.get(key, url.read(key))  # this run's value, else the link's
+    if isinstance(asked, int) and asked > most:
+        st.session_state[key] = most
+    default = min(url.default(key), most)
+    return column.slider(t("lab.steps"), lo, most, default, step,
+                         help=t("lab.steps_help", most=most), **url.bound(key))  # fmt: skip
+
+
+def _configs(*settings: dict) -> tuple[LabConfig, ...] | None:
+    """The runs of a section, or None after one message (not one per run) saying why not."""
     try:
-        return LabConfig(**settings)
+        return tuple(LabConfig(**s) for s in settings)
     except (ValueError, TypeError) as err:
         st.error(t("lab.bad_settings", msg=markup.escape(err)))
         return None
@@ -63,9 +90,22 @@ def controls(name: str, configs: tuple[LabConfig, ...] | None) -> None:
             st.warning(t("lab.busy", n=jobs.LAB_RUNS))
         else:
             st.rerun()
-    if c2.button(t("lab.stop"), key=f"lab_stop_{name}", disabled=not running,
-                 icon=":material/stop:"):  # fmt: skip
-        job.stop()
+    c2.button(t("lab.stop"), key=f"lab_stop_{name}", disabled=not running,
+              icon=":material/stop:", on_click=_stop, args=(job,))  # fmt: skip
+
+
+STOP_WAIT_S = 1.0  # a step takes well under this: the run has ended when the page is drawn
+
+
+def _stop(job: jobs.Job | None) -> None:
+    """Stop's callback, before the rerun draws the page: ask the run to stop and wait for it
+    (it stops after the step it is in), so this one rerun draws it stopped, Train enabled,
+    instead of the section's next poll and another rerun of the page (2.9 s in issue 34)."""
+    if job is None:
+        return
+    job.stop()
+    if job.wait(STOP_WAIT_S):
+        job.shown_done = True  # drawn ended by this rerun: no second one (_again)
 
 
 def _progress(job: jobs.Job) -> None:
@@ -109,7 +149,7 @@ def _induction() -> None:
                 {t("lab.loss_repeat"): (xs, [p.loss for p in pts]),
                  t("lab.loss_first"): (xs, [p.loss_first for p in pts])},
                 title=t("lab.loss_title"), x_title=t("lab.step"), y_title=t("lab.loss"),
-                marks=marks,
+                guides=training.Guides(marks=marks),
             )  # fmt: skip
             chart(fig, key="lab_loss")
         with right:
@@ -119,8 +159,9 @@ def _induction() -> None:
             }
             fig = training.curves(
                 series, title=t("lab.ind_title"), x_title=t("lab.step"),
-                y_title=t("lab.ind_score"), threshold=INDUCTION_THRESHOLD,
-                threshold_name=t("lab.threshold", x=INDUCTION_THRESHOLD), marks=marks,
+                y_title=t("lab.ind_score"), guides=training.Guides(
+                    INDUCTION_THRESHOLD, t("lab.threshold", x=INDUCTION_THRESHOLD), marks
+                ),
             )  # fmt: skip
             chart(fig, key="lab_induction")
         last = pts[-1]

@@ -34,11 +34,9 @@ def seed_language() -> None:
     """Before the language picker's first run: a link's ?lang=zh (or zh-CN, cn, chinese...) opens
     in Chinese, though the picker itself writes its label (?lang=中文), which nobody types. With no
     language in the link, a browser set to Chinese opens in Chinese. A value that names no language
-    is dropped from the URL (the page opens in English, the default)."""
-    if st.session_state.pop(_LANG_TO_URL, False):
-        # Set again now that the picker has run once: the binding then writes it to the URL.
-        st.session_state["lang"] = st.session_state["lang"]
-        return
+    is dropped from the URL (the page opens in English, the default). A language found from an
+    alias or the browser is written to the URL as the picker's label at once (`language_to_url`
+    reruns before the picker exists), so a link copied right away reopens in that language."""
     if "lang" in st.session_state:  # from the first run on, the picker decides
         return
     raw = st.query_params.get("lang")  # as typed: read() would drop zh-CN, which is no option
@@ -48,7 +46,18 @@ def seed_language() -> None:
     url.key("lang")
     if code == "zh":
         st.session_state["lang"] = LANGUAGES["zh"]
-        st.session_state[_LANG_TO_URL] = raw != LANGUAGES["zh"]
+        if raw != LANGUAGES["zh"]:
+            st.query_params["lang"] = LANGUAGES["zh"]
+            st.session_state[_LANG_TO_URL] = True
+
+
+def language_to_url() -> None:
+    """Once the page is known (after st.navigation), before the picker's first run: rerun when
+    `seed_language` wrote the language to the URL. The picker then starts from the URL's label;
+    had it run now, it would have dropped the alias (zh is none of its options) and the URL with
+    it, until the first change. A rerun of the app's top only, once a session."""
+    if st.session_state.pop(_LANG_TO_URL, False):
+        st.rerun()
 
 
 def localized(table, cells: tuple[str, ...] = ()):
@@ -72,3 +81,12 @@ def said(err: BaseException) -> str:
     """An engine error's message in the page's language: one raised with an attnviz.i18n.Message
     (the budget's refusals) is translated; any other as it is. Not escaped."""
     return in_language(err.args[0], lang()) if err.args else str(err)
+
+
+def input_problem(err: BaseException) -> str:
+    """What to tell the user about a text the engine refused, escaped for Markdown: the page's
+    own words for an empty one (attnviz.engine.errors.EmptyInput), else the engine's message."""
+    from attnviz.engine.errors import EmptyInput
+    from attnviz.ui import markup
+
+    return t("err.empty") if isinstance(err, EmptyInput) else markup.escape(said(err))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from attnviz.serve import warmup
 
-PRIMED = ("app_pages/bert.py", None)  # the Pretrained-model page, then the app's default page
+PRIMED = ("app_pages/pretrained.py", None)  # the Pretrained-model page, then the app's default page
 
 
 def prime(app: str, timeout: float = 300) -> bool:

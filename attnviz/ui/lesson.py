@@ -2,24 +2,42 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from attnviz.engine.config import StackConfig
 from attnviz.lessons.path import LESSON, neighbours
 from attnviz.ui.language import t
 
+PACKAGE = Path(__file__).resolve().parents[1]  # where app.py and app_pages/ live
+
+
+def page_file(path: str) -> str:
+    """A page script ("app_pages/masks.py") as an absolute path, for st.Page and st.page_link:
+    the same page whichever app.py Streamlit runs (the package's, or the repository root's)."""
+    return str(PACKAGE / path)
+
 
 def lesson_nav(name: str) -> None:
-    """A divider, "lesson i of n", and links to the previous and next page of the lesson."""
+    """A divider, "lesson i of n", and links to the previous and next page of the lesson. Each
+    opens its page as the lesson's link for it does (Stop.link) and names that stop
+    (?lesson=<page>): the sidebar starts the page from its own sentence (sidebar.lesson_link)."""
     before, here, after = neighbours(name)
     st.divider()
     i = LESSON.index(here) + 1
     c1, c2, c3 = st.columns([2, 3, 2], vertical_alignment="center")
     if before is not None:
-        c1.page_link(before.path, label=t("lesson.prev", page=t(before.title_key)), icon="⬅️")
+        c1.page_link(
+            page_file(before.path), label=t("lesson.prev", page=t(before.title_key)), icon="⬅️",
+            query_params={**dict(before.link), "lesson": before.name},
+        )  # fmt: skip
     c2.caption(t("lesson.where", i=i, n=len(LESSON), minutes=here.minutes))
     if after is not None:
-        c3.page_link(after.path, label=t("lesson.next", page=t(after.title_key)), icon="➡️")
+        c3.page_link(
+            page_file(after.path), label=t("lesson.next", page=t(after.title_key)), icon="➡️",
+            query_params={**dict(after.link), "lesson": after.name},
+        )  # fmt: skip
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)

@@ -1,13 +1,15 @@
-"""The BERT page's streamlit layer: a model loaded once per process, traces cached per input."""
+"""The Pretrained page's streamlit layer: a model loaded once per process, traces cached per
+TraceRequest."""
 
 from __future__ import annotations
 
 import streamlit as st
 import torch
 
+from attnviz.engine.request import TraceRequest
 from attnviz.engine.trace import Trace
 from attnviz.i18n import localized
-from attnviz.serve import warmup, workers
+from attnviz.serve import tracing, warmup
 from attnviz.serve.public import check_model, public
 from attnviz.ui import markup
 from attnviz.ui.caching import cached_trace
@@ -25,7 +27,9 @@ def load(name: str | None, device: str, _progress=None, dtype: str = "float32"):
     """One copy per (name, device, dtype) for the whole process, shared by every session."""
     from attnviz.engine.hooked import load_model
 
-    return load_model(name or None, device=device, progress=_progress, dtype=dtype)
+    model = load_model(name or None, device=device, progress=_progress, dtype=dtype)
+    tracing.register(model)  # a request names it by its key
+    return model
 
 
 @st.fragment(run_every=0.5)
@@ -100,26 +104,13 @@ def _failure(summary: str, err: BaseException) -> None:
         st.code(str(err), language=None, wrap_lines=True)
 
 
-def model_trace(
-    _model,
-    model_key: tuple[str, ...],
-    text: str,
-    pair: str | None,
-    use_scale: bool = True,
-    temperature: float = 1.0,
-    ablate: tuple[tuple[int, int], ...] = (),
-    mask_tokens: tuple[int, ...] = (),
-) -> Trace:
-    """A trace per (model, text, knobs); shared read-only between sessions, in the byte-bounded
-    cache (attnviz.ui.caching)."""
-    from attnviz.engine.hooked import trace_model
+def request(model, text: str, pair: str | None = None, **knobs) -> TraceRequest:
+    """The request for a trace of `model` (its key) with what-if `knobs` (use_scale, temperature,
+    ablate, mask_tokens), checked: equal settings give equal requests."""
+    return TraceRequest.of(model.key, text, pair, **knobs)
 
-    key = ("model", model_key, text, pair, use_scale, temperature, ablate, mask_tokens)
-    knobs = dict(use_scale=use_scale, temperature=temperature, ablate=ablate)
-    # Made together with the other short sentences (same model and knobs) waiting then.
-    batch = workers.batch_job(_model, model_key, text, pair, mask_tokens, knobs)
-    return cached_trace(
-        key,
-        lambda: trace_model(_model, text, text_pair=pair, mask_tokens=mask_tokens, **knobs),
-        batch,
-    )
+
+def model_trace(model, req: TraceRequest) -> Trace:
+    """The trace `req` asks for, from the byte-bounded cache shared read-only between sessions
+    (attnviz.ui.caching), made with the other short sentences of its group waiting then."""
+    return cached_trace(req, model)

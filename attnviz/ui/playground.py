@@ -10,11 +10,11 @@ import streamlit as st
 
 from attnviz.engine.budget import budget, check_stack_run
 from attnviz.engine.config import StackConfig, divisors
-from attnviz.engine.stack import trace_text
+from attnviz.engine.request import TraceRequest
 from attnviz.engine.tokenize import tokenize
 from attnviz.engine.trace import Trace
 from attnviz.ui import markup, url
-from attnviz.ui.language import t
+from attnviz.ui.language import input_problem, t
 from attnviz.ui.sidebar import pair, text
 from attnviz.ui.widgets import choice_slider, kv_slider, report_trace_notes, url_select
 
@@ -146,8 +146,7 @@ def stack_trace(text: str, config: StackConfig, text_pair: str | None = None) ->
     """The toy stack's trace, cached on (text, config, pair) by bytes and shared: read-only."""
     from attnviz.ui.caching import cached_trace
 
-    key = ("stack", text, config, text_pair)
-    return cached_trace(key, lambda: trace_text(text, config, text_pair=text_pair))
+    return cached_trace(TraceRequest(config, text, text_pair))
 
 
 def run_stack_trace(config: StackConfig, say: bool = True) -> Trace | None:
@@ -159,7 +158,7 @@ def run_stack_trace(config: StackConfig, say: bool = True) -> Trace | None:
         trace = stack_trace(text(), config, pair())
     except (ValueError, TypeError) as err:
         if say:
-            st.info(t("err.empty") if "empty" in str(err) else markup.escape(err))
+            st.info(input_problem(err))
         return None
     if say:
         report_trace_notes(trace)

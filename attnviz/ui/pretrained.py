@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import streamlit as st
 
+from attnviz.engine.hooked.labels import piece_text
 from attnviz.engine.next_token import top_k
 from attnviz.engine.trace import Trace
 from attnviz.ui import markup, url
 from attnviz.ui.language import said, t
 from attnviz.ui.widgets import chart
-from attnviz.views import charts, heatmaps, spec
+from attnviz.views import charts, spec
+from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 
-PARTS = url.key("b_part").options
+PARTS = url.key("part").options
 PREFIX = {"encoder": "E", "decoder": "D", "cross": "X"}  # heads of an encoder-decoder: E0H3
 LAST_MODEL = "pm_last_model"  # not a widget key: it outlives a page switch
 
@@ -55,11 +57,11 @@ def pick_part(model) -> str:
     """Which attention of an encoder-decoder to draw; the only one of any other model."""
     if model.kind != "encoder-decoder":
         return model.blocks[0].part
-    url.seed("b_part", list(PARTS), url.default("b_part"))
+    url.seed("part", list(PARTS), url.default("part"))
     part = st.segmented_control(
-        t("pm.part"), PARTS, format_func=lambda p: t(f"pm.part.{p}"), key="b_part"
+        t("pm.part"), PARTS, format_func=lambda p: t(f"pm.part.{p}"), key="part"
     )
-    url.sync("b_part", url.default("b_part"))
+    url.sync("part", url.default("part"))
     st.caption(t("pm.part_help"))
     return part or "encoder"
 
@@ -70,7 +72,7 @@ def next_tokens(model, trace: Trace, base: Trace | None, k: int = 10) -> None:
     if dec.next_logits is None:
         return
     base_dec = None if base is None else (base.part("decoder") if base.parts else base)
-    rows = top_k(dec, lambda i: model.tokenizer.decode([i]), k=k, base=base_dec)
+    rows = top_k(dec, lambda i: piece_text(model.tokenizer, i), k=k, base=base_dec)
     fig = charts.next_tokens(
         rows,
         title=t("pm.next_title", token=spec.escape([dec.tokens[-1]])[0]),
@@ -134,7 +136,7 @@ def grouping_section(text: str) -> None:
     kv_of = kv_head_of(h, kv)
     chart(charts.sharing_diagram(kv_of, q_label=t("pg.heads"), kv_label=t("sh.kv")), key="real")
     try:
-        trace = models.model_trace(model, (model.name, model.device, "float32"), text, None)
+        trace = models.model_trace(model, models.request(model, text))
     except ValueError as err:
         st.info(markup.escape(said(err)))
         return
@@ -153,16 +155,12 @@ def grouping_section(text: str) -> None:
     cols = st.columns(min(shown, 4))
     for g in range(shown):
         heads = ", ".join(str(q) for q in range(h) if kv_of[q] == g)
-        fig = heatmaps.vectors(
-            lt.head("k", g),
-            trace.key_tokens,
-            title=t("pm.gqa_k_title", l=layer, g=g, heads=heads),
-            value_name="k",
-            height=320,
-            max_ticks=8,
-            y_title=t("w.key"),
-            show_scale=False,
-        )
+        k = lt.head("k", g)  # [k, d_head]
+        fig = draw_map(
+            k, Axis.dims(k.shape[-1], ticks=8), Axis(trace.key_tokens, t("w.key"), ticks=8),
+            Colour.diverging("k", show_bar=False), Marks(),
+            Frame(t("pm.gqa_k_title", l=layer, g=g, heads=heads), 320),
+        )  # fmt: skip
         with cols[g % len(cols)]:
             chart(fig, key=f"real_k_{g}")
 
@@ -179,7 +177,9 @@ def document() -> str | None:
     most = budget().max_text_chars
     with st.expander(t("long.title"), expanded=bool(st.session_state.get("long_doc"))):
         st.caption(t("long.help", chars=most))
-        upload = st.file_uploader(t("long.upload"), type=list(UPLOAD_TYPES), key="long_file")
+        upload = st.file_uploader(
+            t("long.upload", chars=most), type=list(UPLOAD_TYPES), key="long_file"
+        )  # its own "Limit ... per file" is the server's byte cap (.streamlit/config.toml)
         pasted = st.text_area(t("long.paste"), key="long_doc", height=140, max_chars=most)
     if upload is not None:
         if upload.size > 4 * most:  # UTF-8: at most 4 bytes a character
@@ -200,7 +200,8 @@ def document() -> str | None:
 def length_note(model, trace: Trace) -> None:
     """How many tokens were traced, what this server's budget allows for this model, what was
     cut and why, and (long inputs) how the trace is kept: never a silent cut."""
-    from attnviz.engine.budget import model_trace_bytes, size
+    from attnviz.engine.budget import size
+    from attnviz.views.frames import kept_bytes
 
     n, total, limit = len(trace.tokens), trace.n_input_tokens, trace.meta.get("max_length", 0)
     reason = t(f"long.reason.{trace.meta.get('limit_reason', 'model')}")
@@ -209,6 +210,6 @@ def length_note(model, trace: Trace) -> None:
         st.warning(line + " " + t("long.cut", total=total, cut=total - n, limit=limit))
     else:
         st.caption(line)
-    if trace.meta.get("lean"):
-        full = model_trace_bytes(model.n_layers, model.n_heads, model.d_head, 1, n)
-        st.caption(t("long.lean", kept=size(trace.nbytes()), full=size(full)))
+    kept = kept_bytes(trace)  # a long input's trace, kept without its n x n maps
+    if kept is not None:
+        st.caption(t("long.lean", kept=size(kept[0]), full=size(kept[1])))

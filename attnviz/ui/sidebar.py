@@ -4,14 +4,37 @@ from __future__ import annotations
 
 import streamlit as st
 
+from attnviz.engine.bundled import bundled_models
 from attnviz.i18n import LANGUAGES, examples, translate
+from attnviz.lessons.path import LESSON
 from attnviz.ui import projector, url
-from attnviz.ui.language import lang, seed_language, t
+from attnviz.ui.language import lang, t
+from attnviz.ui.widgets import follow_default
 
 PAIR_SEP = "|||"
 
 
-DEFAULT_TEXT = next(iter(examples("en").values()))
+DEFAULT_TEXT = url.default("text", lang="en")
+
+
+def _reads(name: str) -> tuple[str, ...] | None:
+    """The languages a bundled model reads (blank: the default one); None for any other name."""
+    models = bundled_models()
+    found = models[0] if not name else next((m for m in models if m.name == name), None)
+    return None if found is None else found.languages
+
+
+def default_text(page: str = "") -> str:
+    """The first example of the UI language; English on a page whose model (the `model` key's
+    page) reads no Chinese: the bundled all-MiniLM-L6-v2 turns most Chinese characters into
+    [UNK]. A model attnviz does not know is taken to read the UI's language."""
+    code = lang()
+    if page in url.key("model").pages:
+        name = str(st.session_state.get("model", url.read("model")) or "").strip()
+        reads = _reads(name)
+        if reads is not None and code not in reads:
+            code = "en"
+    return url.default("text", lang=code)
 
 
 def _apply_example() -> None:
@@ -23,9 +46,29 @@ def _apply_example() -> None:
     st.session_state["example"] = None
 
 
-def sidebar() -> None:
-    """Language, the sentence and its examples: shared by every page, kept in the URL."""
-    seed_language()
+def lesson_link(page: str) -> None:
+    """Arrived by a lesson's Previous / Next link (?lesson=<page>): the sentence and the second
+    one are that page's in the lesson (the Masks page's 我爱水课 and its pair), else the
+    defaults, never the last page's. The URL cannot say it: the browser puts the sidebar's
+    current sentence back into every address. On a session's first run the widgets start from
+    the link anyway."""
+    if not url.present("lesson"):
+        return
+    stop = next((s for s in LESSON if s.name == url.read("lesson")), None)
+    if stop is not None and "text" in st.session_state:
+        link = dict(stop.link)
+        st.session_state["text"] = link.get("text", default_text(page))
+        st.session_state["pair"] = link.get("pair", url.default("pair"))
+    url.drop("lesson")
+
+
+def sidebar(page: str = "") -> None:
+    """Language, the sentence and its examples: shared by every page (`page`: the one shown, its
+    URL path), kept in the URL. The app seeds the language first (`seed_language`, before the
+    page titles are translated). The sentence left at its default follows the language."""
+    lesson_link(page)
+    default = default_text(page)
+    follow_default("text", default)
     with st.sidebar:
         st.radio(
             translate("side.language"),
@@ -44,7 +87,7 @@ def sidebar() -> None:
         )
         st.text_area(
             t("side.text"),
-            value=DEFAULT_TEXT,
+            value=default,
             help=t("side.text_help"),
             height=100,
             max_chars=20_000,

@@ -17,14 +17,21 @@ heads=8)`); `Key.doc` says on what.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
+from attnviz.i18n import examples, translate
+from attnviz.views import registry
+from attnviz.views.colour import SCALES
+from attnviz.views.lines import default_threshold
+from attnviz.views.panels import default_scale
+
 ALL = ("*",)  # a key every page reads (the sidebar's)
-EXPLORER = ("playground", "bert")  # the explorer's views, on both pages that draw them
+EXPLORER = ("playground", "pretrained")  # the explorer's views, on both pages that draw them
 BIND = "query-params"
 
 
@@ -39,6 +46,7 @@ class Key:
     lo: float | None = None  # the smallest number a link may ask for
     hi: float | None = None  # the largest
     doc: str = ""  # what it holds, in one line
+    aliases: tuple[str, ...] = ()  # older names a link may still carry (read as this key)
 
     def __post_init__(self) -> None:
         if self.kind not in ("bool", "int", "float", "text", "choice", "list"):
@@ -48,19 +56,23 @@ class Key:
 
 
 def _view_default(page: str) -> str:
-    return {"playground": "heads", "bert": "overview"}[page]
+    return {"playground": "heads", "pretrained": "overview"}[page]
 
 
-SCALES = ("fixed", "max", "power", "log")
-VIEWS = ("heads", "overview", "detail", "lines", "rollout", "query", "link", "outputs", "stats")
+VIEWS = registry.NAMES  # the explorer's views, one registry (attnviz.views.registry)
 
 TABLE = (
     # the sidebar, on every page
     Key("lang", ALL, "choice", "English", options=("English", "中文"),
         doc="UI language; a link may also say zh, zh-CN, cn, chinese or en (attnviz.i18n)"),
     Key("projector", ALL, "bool", False, doc="projector mode: bigger type everywhere"),
-    Key("text", ALL, "text", None, doc="the sentence (default: the first example of the language)"),
+    Key("text", ALL, "text", lambda lang: next(iter(examples(lang).values())),
+        doc="the sentence (default: the first example of the language; English on a page whose "
+        "model reads no Chinese)"),
     Key("pair", ALL, "text", "", doc="a second sentence: cross-attention, or BERT's segment B"),
+    Key("lesson", ALL, "text", "", "read",
+        doc="set by a lesson's Previous / Next link (the stop it opens): the page starts from "
+        "its own sentence in the lesson, not the last page's (dropped once read)"),
     # the Playground's stack
     Key("d_model", ("playground",), "choice", 64, "value", (8, 16, 32, 64, 128, 256, 512, 1024)),
     Key("dk_auto", ("playground",), "bool", True, doc="d_head = d_model / heads"),
@@ -77,15 +89,19 @@ TABLE = (
     Key("pos", ("playground",), "choice", "sinusoidal", "value", ("sinusoidal", "none")),
     Key("temp", ("playground",), "float", 1.0, lo=0.05, hi=20.0, doc="softmax temperature"),
     # the Pretrained-model page
-    Key("model", ("bert",), "text", "", doc="Hub id or folder; empty: the bundled model"),
-    Key("device", ("bert",), "choice", "auto", "value", ("auto", "cpu", "cuda")),
-    Key("dtype", ("bert",), "choice", "float32", "value", ("float32", "bfloat16", "auto")),
-    Key("b_scale", ("bert",), "bool", True, doc="what if: divide by √d_head"),
-    Key("b_temp", ("bert",), "float", 1.0, lo=0.05, hi=20.0, doc="what if: temperature"),
-    Key("b_ablate", ("bert",), "list", (), doc="what if: silenced heads, L<layer>H<head>"),
-    Key("b_mask", ("bert",), "list", (), doc="what if: hidden token positions"),
-    Key("b_part", ("bert",), "choice", "encoder", "value", ("encoder", "decoder", "cross"),
-        doc="an encoder-decoder's attention to draw"),
+    Key("model", ("pretrained",), "text", "", doc="Hub id or folder; empty: the bundled model"),
+    Key("device", ("pretrained",), "choice", "auto", "value", ("auto", "cpu", "cuda")),
+    Key("dtype", ("pretrained",), "choice", "float32", "value", ("float32", "bfloat16", "auto")),
+    Key("wi_scale", ("pretrained",), "bool", True, doc="what if: divide by √d_head",
+        aliases=("b_scale",)),
+    Key("wi_temp", ("pretrained",), "float", 1.0, lo=0.05, hi=20.0, doc="what if: temperature",
+        aliases=("b_temp",)),
+    Key("wi_silence", ("pretrained",), "list", (), doc="what if: silenced heads, L<layer>H<head>",
+        aliases=("b_ablate",)),
+    Key("wi_hide", ("pretrained",), "list", (), doc="what if: hidden token positions",
+        aliases=("b_mask",)),
+    Key("part", ("pretrained",), "choice", "encoder", "value", ("encoder", "decoder", "cross"),
+        doc="an encoder-decoder's attention to draw", aliases=("b_part",)),
     # the head atlas
     Key("at_model", ("atlas",), "text", "", doc="Hub id or folder; empty: the bundled model"),
     Key("at_probes", ("atlas",), "choice", "auto", "value", ("auto", "en", "zh", "both"),
@@ -110,19 +126,19 @@ TABLE = (
     Key("mark", EXPLORER, "text", None, "read",
         doc="q,k: the cell Head detail outlines (set by 'open in Head detail')"),
     Key("focus", EXPLORER, "int", None, "value", lo=0, doc="a query whose row every head shows"),
-    Key("wscale", EXPLORER, "choice", lambda n: "fixed" if n <= 64 else "log", "value", SCALES,
+    Key("wscale", EXPLORER, "choice", default_scale, "value", SCALES,
         doc="the weights' colour scale (default: fixed, or log past 64 tokens)"),
     Key("mosaic_shared", EXPLORER, "bool", False, doc="the overview: one colour scale for all"),
     Key("shared", EXPLORER, "bool", False, doc="Head detail: one colour scale for the layer"),
     Key("lines_heads", EXPLORER, "list", None, doc="the lines view's heads (default: the head)"),
-    Key("lines_w", EXPLORER, "float", lambda n: 0.01 if n <= 40 else 0.02, lo=0.0, hi=0.5,
+    Key("lines_w", EXPLORER, "float", default_threshold, lo=0.0, hi=0.5,
         doc="the lines view's threshold: lines below it are not drawn"),
     Key("lines_focus", EXPLORER, "text", "", "value", doc="q<i> or k<j>: only that token's lines"),
     Key("lines_rows", EXPLORER, "bool", lambda cjk: cjk,
         doc="tokens in two rows (default: on for Chinese, Japanese or Korean text)"),
     Key("lines_pair", EXPLORER, "choice", "all", "value", ("all", "ab", "ba", "aa", "bb")),
     Key("ro_res", EXPLORER, "bool", True, doc="rollout with the residual connection"),
-    Key("ro_scale", EXPLORER, "choice", lambda n: "fixed" if n <= 64 else "log", "value", SCALES),
+    Key("ro_scale", EXPLORER, "choice", default_scale, "value", SCALES),
     # classroom pages
     Key("st_own", ("step_by_step",), "bool", False, doc="the sidebar's sentence, not 我爱水课"),
     Key("st_dk", ("step_by_step",), "choice", 4, options=(2, 4, 8, 16)),
@@ -155,7 +171,8 @@ TABLE = (
     # attention while generating (issue 24)
     Key("g_model", ("generate",), "text", "",
         doc="a decoder's Hub id or folder; empty: attnviz-char-zh-en"),  # fmt: skip
-    Key("g_prompt", ("generate",), "text", "The cat sat on the mat and"),
+    Key("g_prompt", ("generate",), "text", lambda lang: translate("gen.default_prompt", lang),
+        doc="the prompt (default: one in the UI's language)"),
     Key("g_n", ("generate",), "int", 16, lo=1, hi=64, doc="tokens to generate"),
     Key("g_greedy", ("generate",), "bool", True, doc="most likely token; off: sampled"),
     Key("g_stemp", ("generate",), "float", 1.0, lo=0.05, hi=5.0, doc="sampling temperature"),
@@ -176,6 +193,37 @@ TABLE = (
 KEYS: dict[str, Key] = {key.name: key for key in TABLE}
 if len(KEYS) != len(TABLE):
     raise RuntimeError("a URL key is listed twice")
+ALIASES = {old: key.name for key in TABLE for old in key.aliases}  # older key name -> its key
+# Older page paths a link may carry -> the page's name now (the Pretrained page was "bert").
+PAGE_ALIASES = {"bert": "pretrained"}
+
+
+def migrate() -> None:
+    """Read the older names in a link as today's keys (?b_ablate=L3H1 is ?wi_silence=L3H1): the
+    values move to the new name, which a link that has both keeps. Called before any page runs."""
+    for old, new in ALIASES.items():
+        if old not in st.query_params:
+            continue
+        found = st.query_params.get_all(old)
+        del st.query_params[old]
+        if new in st.query_params:
+            continue
+        target = key(new)
+        value = found if target.kind == "list" else found[-1]
+        st.query_params[new] = value
+        if target.how == "widget" and new not in st.session_state:
+            # a bound widget read the link before this run could rename the key: start it here
+            with contextlib.suppress(TypeError, ValueError):  # not a value: as without it
+                st.session_state[new] = (
+                    list(found) if target.kind == "list" else _parse(target, found[-1])
+                )
+
+
+def redirect(page: str) -> None:
+    """An older page path: open `page` with the same link (its keys read as migrate reads them)."""
+    migrate()
+    kept = {name: st.query_params.get_all(name) for name in st.query_params}
+    st.switch_page(f"app_pages/{page}.py", query_params=kept)
 
 
 def key(name: str) -> Key:
@@ -250,6 +298,13 @@ def write(name: str, value: Any) -> None:
     key(name)
     if st.query_params.get(name) != str(value):
         st.query_params[name] = str(value)
+
+
+def drop(name: str) -> None:
+    """Take a key out of the URL once a page has acted on it (how="read")."""
+    key(name)
+    if name in st.query_params:
+        del st.query_params[name]
 
 
 _KEPT = "_url_kept_"

@@ -13,7 +13,8 @@ from attnviz.engine.whatif import WhatIf
 from attnviz.ui import markup
 from attnviz.ui.language import t
 from attnviz.ui.widgets import chart
-from attnviz.views import charts, heatmaps
+from attnviz.views import charts
+from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map, mark_cells
 
 
 def results(change: WhatIf, trace: Trace, base: Trace, head: tuple[int, int]) -> None:
@@ -48,52 +49,44 @@ def results(change: WhatIf, trace: Trace, base: Trace, head: tuple[int, int]) ->
                     ),
                     key="wi_tokens",
                 )
-                fig = heatmaps.heatmap(
+                layers = [f"L{la}" for la in range(trace.n_layers)]
+                top = max(float(change.layer_change.max()), 0.01)
+                fig = draw_map(
                     change.layer_change,
-                    trace.tokens,
-                    [f"L{la}" for la in range(trace.n_layers)],
-                    title=t("wi.layers_out_title"),
-                    value_name=t("wi.change"),
-                    zmin=0.0,
-                    zmax=max(float(change.layer_change.max()), 0.01),
-                    height=90 + 30 * trace.n_layers,
-                    x_title=t("w.query"),
-                    y_title=t("pg.layer"),
+                    Axis(trace.tokens, t("w.query")),
+                    Axis(layers, t("pg.layer")),
+                    Colour(zmin=0.0, zmax=top, value=t("wi.change")),
+                    Marks(),
+                    Frame(t("wi.layers_out_title"), 90 + 30 * trace.n_layers),
                 )
                 chart(fig, key="wi_layer_tokens")
             with tabs[1]:
                 shift = change.shift  # [layer, head]
-                fig = heatmaps.heatmap(
+                fig = draw_map(
                     shift,
-                    [f"H{h}" for h in range(trace.n_heads)],
-                    [f"L{la}" for la in range(trace.n_layers)],
-                    title=t("bert.shift_title"),
-                    value_name="Δ",
-                    zmin=0.0,
-                    zmax=max(float(shift.max()), 0.05),  # no "1μ" scale over an all-zero grid
-                    show_values=True,
-                    height=80 + 34 * trace.n_layers,
-                    x_title="",
-                    y_title="",
+                    Axis([f"H{h}" for h in range(trace.n_heads)]),
+                    Axis([f"L{la}" for la in range(trace.n_layers)]),
+                    # no "1μ" scale over an all-zero grid
+                    Colour(zmin=0.0, zmax=max(float(shift.max()), 0.05), value="Δ"),
+                    Marks(numbers=True),
+                    Frame(t("bert.shift_title"), 80 + 34 * trace.n_layers),
                 )
                 fig.update_xaxes(tickangle=0)
-                heatmaps.mark_cells(fig, change.silenced)
+                mark_cells(fig, change.silenced)
                 chart(fig, key="shift")
                 st.caption(t("wi.shift_help"))
             with tabs[2]:
                 la, h = head
                 st.caption(t("wi.head_follows", l=la, h=h))
-                fig = heatmaps.diff_heatmap(
-                    trace.layers[la].head("weights", h),
-                    base.layers[la].head("weights", h),
-                    trace.key_tokens,
-                    trace.tokens,
-                    title=t("bert.diff_title", l=la, h=h),
-                    bound=1.0,
-                    height=460,
-                    value_name=t("w.diff"),
-                    x_title=t("w.key"),
-                    y_title=t("w.query"),
+                # new − base on one symmetric scale (red: more weight than the unchanged model)
+                diff = trace.layers[la].head("weights", h) - base.layers[la].head("weights", h)
+                fig = draw_map(
+                    diff,  # [q, k]
+                    Axis(trace.key_tokens, t("w.key")),
+                    Axis(trace.tokens, t("w.query")),
+                    Colour.diverging(t("w.diff"), 1.0),
+                    Marks(),
+                    Frame(t("bert.diff_title", l=la, h=h), 460),
                 )
                 chart(fig, key="diff")
                 if (la, h) in change.silenced or float(change.shift[la, h]) <= 1e-6:

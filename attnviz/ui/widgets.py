@@ -4,6 +4,7 @@ with their numbers, tables that grow in projector mode, pickers kept in the URL 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import streamlit as st
 
@@ -12,6 +13,18 @@ from attnviz.engine.trace import Trace
 from attnviz.ui import projector, url
 from attnviz.ui.language import t
 from attnviz.views.spec import PLOTLY_CONFIG, Spec
+
+_GIVEN = "_default_given_"
+
+
+def follow_default(key: str, default: str) -> None:
+    """Before a text box bound to the URL: if it still holds the default it was last given, it
+    takes the new one (the language, or the page's model, changed); text a user typed or a link
+    gave stays."""
+    given = st.session_state.get(_GIVEN + key)
+    if given is not None and given != default and st.session_state.get(key) == given:
+        st.session_state[key] = default
+    st.session_state[_GIVEN + key] = default
 
 
 def grid(n: int, per_row: int) -> list:
@@ -39,27 +52,26 @@ def chart(fig, key: str | None = None, name: str | None = None, **kwargs) -> obj
     return st.plotly_chart(fig, config=config, key=key, **kwargs)
 
 
-def numbers(matrix, cols, rows, title: str, key: str, highlight: int | None = None, signed=True):
-    """A small matrix drawn with its numbers in the cells."""
-    from attnviz.views import heatmaps
+def numbers(
+    matrix, cols, rows, title: str, key: str, highlight: int | None = None, signed=True,
+    mask=None,
+):  # fmt: skip
+    """A small matrix drawn with its numbers in the cells; `mask` ([q, k], True = may attend):
+    the cells it forbids are blank and printed "–", never as a weight of 0.00."""
+    from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 
     n = len(rows)
-    fig = heatmaps.heatmap(
-        matrix,
-        cols,
-        rows,
-        title=title,
-        value_name="",
-        signed=signed,
-        zmin=0.0 if not signed else None,
-        zmax=1.0 if not signed else None,
-        show_values=True,
-        highlight_row=highlight,
-        height=max(220, 44 * n + 110),
-        show_scale=False,
-        x_title="",
-        y_title="",
-    )
+    # projector mode: every number grows (attnviz.views.projector); past 6 columns one decimal,
+    # so that bigger digits still fit their cells
+    digits = ".1f" if projector.on() and len(cols) > 6 else ".2f"
+    colour = Colour.diverging("", show_bar=False) if signed else Colour(
+        zmin=0.0, zmax=1.0, value="", show_bar=False
+    )  # fmt: skip
+    colour = replace(colour, digits=digits)
+    fig = draw_map(
+        matrix, Axis(cols), Axis(rows), colour, Marks.of_mask(mask, numbers=True, row=highlight),
+        Frame(title, max(220, 44 * n + 110)),
+    )  # fmt: skip
     if sum(len(str(c)) for c in cols) <= 36:  # longer token labels would run together flat
         fig.update_xaxes(tickangle=0)
     chart(fig, key=key)

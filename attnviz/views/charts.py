@@ -60,12 +60,13 @@ def lines(
     title: str = "",
     x_title: str = "",
     y_title: str = "",
-    log_x: bool = False,
-    log_y: bool = False,
+    log: str = "",
     dashed: Sequence[str] = (),
     height: int | None = 340,
 ) -> go.Figure:
-    """Several named lines over one x axis (sweeps against d_k, for example)."""
+    """Several named lines over one x axis (sweeps against d_k, for example). `log`: the axes
+    drawn on a log scale, "x", "y" or "xy"."""
+    log_x, log_y = "x" in log, "y" in log
     fig = go.Figure()
     for name, y in series.items():
         fig.add_trace(

@@ -35,6 +35,9 @@ def rgb(colour: str) -> tuple[int, int, int]:
 
 SCALES = ("fixed", "max", "power", "log")
 GAMMA = 0.5  # "power": colour ∝ (w / max)^γ
+# A picture (the overview's thumbnails, a long head) colours by (w / max)^γ under each scale: the
+# power scale's γ, half of it for log, none for the linear ones.
+PICTURE_GAMMA = {"power": GAMMA, "log": GAMMA / 2, "fixed": 1.0, "max": 1.0}
 DECADES = 3  # "log": colour over log10(w) from max / 10^DECADES to max
 STOPS = 33
 
@@ -82,7 +85,7 @@ MOSAIC_LEVELS = 252
 
 
 @functools.cache
-def _colour_lut(colorscale: str, n: int = 256) -> np.ndarray:
+def colour_lut(colorscale: str, n: int = 256) -> np.ndarray:
     rgb = sample_colorscale(colorscale, list(np.linspace(0, 1, n)), colortype="tuple")
     return (np.array(rgb) * (255 if max(max(c) for c in rgb) <= 1 else 1)).astype(np.uint8)
 
@@ -90,5 +93,10 @@ def _colour_lut(colorscale: str, n: int = 256) -> np.ndarray:
 def coloured(norm: torch.Tensor, gamma: float) -> np.ndarray:
     """Weights scaled to 0..1 -> RGB uint8 [..., 3] in one of MOSAIC_LEVELS colours of the
     weights scale, by norm^gamma (the mosaic's thumbnails, its focus bars, a long head's image)."""
-    lut = _colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS)
+    lut = colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS)
     return lut[(norm.clamp(0, 1) ** gamma * (MOSAIC_LEVELS - 1)).round().long().numpy()]
+
+
+def scale_gamma(mode: str) -> float:
+    """The γ a picture of weights is coloured with under a scale mode (PICTURE_GAMMA)."""
+    return PICTURE_GAMMA[mode]

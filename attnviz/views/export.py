@@ -2,7 +2,9 @@
 
 The JSON carries the sentence(s), the model or the stack's config, every knob, the tokens and, per
 layer, the scale, the mask and the softmax weights rounded to DECIMALS decimals: enough to redraw
-every heatmap, at about layers · heads · n² · 6 bytes (see `json_bytes_estimate`). Everything else
+every heatmap, at about layers · heads · n² · 6 bytes (`json_bytes`). A `Pick` chooses the layers
+and heads and a threshold below which weights are left out (each head's weights above it as
+parallel q, k, w lists): the default keeps a 512-token trace under 10 MB. Everything else
 (q, k, v, scores, z, outputs, hidden states, the embedding) goes to the .npz at float32, built
 only when someone asks for it.
 """
@@ -13,15 +15,17 @@ import dataclasses
 import io
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
 from attnviz.engine.trace import Trace
 from attnviz.views.frames import to_numpy
 
 DECIMALS = 3  # weights in the JSON: absolute error at most 5e-4
-FORMAT = "attnviz-trace/2"
+FORMAT = "attnviz-trace/3"
 TENSORS = ("q", "k", "v", "scores", "weights", "z", "output")
 
 
@@ -45,20 +49,152 @@ def knobs(trace: Trace) -> dict[str, Any]:
     return out
 
 
-def record(trace: Trace, text: str, pair: str | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Pick:
+    """What the JSON holds: the layers and heads (None: all) and the weight below which a weight
+    is left out (0: every weight, as a dense [head, q, k] list; above 0: for each head only the
+    weights at or above it, as parallel lists q, k, w)."""
+
+    layers: tuple[int, ...] | None = None
+    heads: tuple[int, ...] | None = None
+    threshold: float = 0.0
+
+    def chosen(self, trace: Trace) -> list[tuple[int, list[int]]]:
+        """(layer, heads) of each layer in the file."""
+        layers = range(trace.n_layers) if self.layers is None else self.layers
+        return [
+            (
+                la,
+                [
+                    h
+                    for h in range(trace.layers[la].n_heads)
+                    if self.heads is None or h in self.heads
+                ],
+            )
+            for la in layers
+            if 0 <= la < trace.n_layers
+        ]
+
+
+THRESHOLDS = (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)  # what the default picks from
+MOST_BYTES = 10 * 2**20  # the default JSON's size at most (a 512-token trace: 113 MB dense)
+DENSE_BYTES = 6  # a weight: "0.123," (a sparse one adds its query and key: "211,63,")
+
+
+def json_bytes(trace: Trace, pick: Pick = Pick()) -> int:
+    """How many bytes `to_json(trace, ..., pick)` writes, within a few percent: counted, not
+    guessed (the weights at or above a threshold are counted head by head)."""
+    n_q, n_k = len(trace.tokens), len(trace.key_tokens)
+    total = 60 * (n_q + n_k) + 2048
+    for la, heads in pick.chosen(trace):
+        lt = trace.layers[la]
+        total += len(json.dumps(_mask_record(lt)))
+        for h in heads:
+            w = lt.head("weights", h)  # [q, k]
+            if pick.threshold <= 0:
+                total += _number_bytes(w) + 2 * w.shape[0]  # and each row's brackets
+            else:
+                q, k = (w >= pick.threshold).nonzero(as_tuple=True)
+                total += _number_bytes(w[q, k]) + _index_bytes(q) + _index_bytes(k) + 40
+    return total
+
+
+def _number_bytes(w: torch.Tensor) -> int:
+    """The characters of the weights rounded to DECIMALS decimals as JSON writes them, commas
+    included: "0.0," "0.12," "0.123,"."""
+    r = torch.round(w.double() * 10**DECIMALS)  # in thousandths
+    decimals = torch.full_like(r, DECIMALS)
+    for d in range(DECIMALS - 1, 0, -1):  # 0.120 prints as 0.12, 0.100 as 0.1
+        decimals = torch.where(r % 10 ** (DECIMALS - d) == 0, torch.full_like(r, d), decimals)
+    return int((decimals + 3).sum())
+
+
+def _index_bytes(positions: torch.Tensor) -> int:
+    """The characters of positions as JSON writes them, commas included."""
+    digits = torch.floor(torch.log10(positions.double().clamp_min(1))) + 1
+    return int((digits + 1).sum())
+
+
+def default_pick(trace: Trace) -> Pick:
+    """Every layer and head, and the smallest threshold of THRESHOLDS that keeps the file under
+    MOST_BYTES (0 for a short input: every weight). One pass counts every threshold's weights
+    (each ~ its query, key and value); json_bytes then says the chosen file's size exactly."""
+    n_q, n_k = len(trace.tokens), len(trace.key_tokens)
+    cells = sum(lt.n_heads for lt in trace.layers) * n_q * n_k
+    if 4 * cells <= MOST_BYTES and json_bytes(trace) <= MOST_BYTES:  # "0.0," at the least
+        return Pick()
+    cuts = torch.tensor(THRESHOLDS[1:], dtype=torch.float32)  # [t]
+    kept = torch.zeros(len(cuts), dtype=torch.long)  # [t] weights at or above each
+    for lt in trace.layers:
+        for h in range(lt.n_heads):
+            w = lt.head("weights", h).flatten()  # [q * k]
+            kept += (
+                torch.bucketize(w, cuts, right=True)
+                .bincount(minlength=len(cuts) + 1)[1:]
+                .flip(0)
+                .cumsum(0)
+                .flip(0)
+            )
+    entry = 2 * (len(str(max(n_q, n_k))) + 1) + DENSE_BYTES
+    for threshold, n in zip(THRESHOLDS[1:], kept.tolist(), strict=True):
+        if n * entry + 60 * (n_q + n_k) <= MOST_BYTES:
+            return Pick(threshold=threshold)
+    return Pick(threshold=THRESHOLDS[-1])
+
+
+def _mask_record(lt) -> dict[str, Any] | None:
+    """A layer's mask, small: None (every pair may attend); or "causal" (no key after its
+    query) and "keys" hidden from every query (padding, hidden tokens); else every masked
+    (query, key) pair."""
+    mask = lt.mask
+    if mask is None or bool(mask.all()):
+        return None
+    n_q, n_k = mask.shape
+    keys = mask.any(0)  # [k] a key no query may see is hidden
+    causal = n_q == n_k and not bool(mask.triu(1).any())
+    rule = torch.ones(n_q, n_k, dtype=torch.bool)
+    rule = rule.tril() if causal else rule
+    if torch.equal(mask, rule & keys):
+        return {"causal": causal, "keys": (~keys).nonzero().flatten().tolist()}
+    return {"pairs": (~mask).nonzero().tolist()}
+
+
+def _weights(lt, heads: list[int], threshold: float) -> dict[str, Any]:
+    """One layer's weights at DECIMALS decimals, masked cells null (dense) or left out
+    (sparse)."""
+    mask = lt.mask
+    if threshold <= 0:
+        # float64 before rounding, so 0.123 prints as 0.123 and not as float32's 0.12300000339
+        w = torch.stack([lt.head("weights", h) for h in heads])  # [head, q, k]
+        w = np.round(to_numpy(w).astype(np.float64), DECIMALS)
+        rows = w.tolist()
+        if mask is not None and not bool(mask.all()):
+            hidden = (~mask).nonzero().tolist()
+            for head in rows:
+                for i, j in hidden:
+                    head[i][j] = None
+        return {"heads": heads, "weights": rows}
+    sparse = []
+    for h in heads:
+        w = lt.head("weights", h)  # [q, k]
+        keep = w >= threshold
+        if mask is not None:
+            keep &= mask
+        q, k = keep.nonzero(as_tuple=True)
+        values = np.round(w[q, k].double().numpy(), DECIMALS)
+        sparse.append({"head": h, "q": q.tolist(), "k": k.tolist(), "w": values.tolist()})
+    return {"heads": heads, "threshold": threshold, "sparse": sparse}
+
+
+def record(trace: Trace, text: str, pair: str | None = None, pick: Pick = Pick()) -> dict:
     """The JSON export as a dict (see the module docstring)."""
     scale = 10**DECIMALS
-    layers = []
-    for lt in trace.layers:
-        # float64 before rounding, so 0.123 prints as 0.123 and not as float32's 0.12300000339
-        w = np.round(to_numpy(lt.weights).astype(np.float64), DECIMALS)  # [head, q, k]
-        layers.append(
-            {
-                "scale": lt.scale,
-                "masked": None if lt.mask is None else (~lt.mask).nonzero().tolist(),
-                "weights": w.tolist(),
-            }
-        )
+    layers = [
+        {"layer": la, "scale": trace.layers[la].scale, "mask": _mask_record(trace.layers[la]),
+         **_weights(trace.layers[la], heads, pick.threshold)}
+        for la, heads in pick.chosen(trace)
+    ]  # fmt: skip
+    kept = "every weight" if pick.threshold <= 0 else f"the weights >= {pick.threshold:g}"
     return {
         "format": FORMAT,
         "text": text,
@@ -70,21 +206,27 @@ def record(trace: Trace, text: str, pair: str | None = None) -> dict[str, Any]:
         "truncated": trace.truncated,
         "n_input_tokens": trace.n_input_tokens,
         "special": trace.special,
-        "precision": f"weights rounded to {DECIMALS} decimals (error <= {0.5 / scale:g}); "
-        "masked lists the (query, key) pairs that may not attend; full float32 tensors: .npz",
+        "precision": f"{kept}, rounded to {DECIMALS} decimals (error <= {0.5 / scale:g}); a "
+        "masked cell is null (dense) or absent (sparse); mask: causal (no key after its query) "
+        "and the keys hidden from every query, or every masked (query, key) pair; full float32 "
+        "tensors: .npz",
         "layers": layers,
     }
 
 
-def to_json(trace: Trace, text: str, pair: str | None = None) -> str:
-    return json.dumps(record(trace, text, pair), ensure_ascii=False, separators=(",", ":"))
+def to_json(trace: Trace, text: str, pair: str | None = None, pick: Pick = Pick()) -> str:
+    return json.dumps(record(trace, text, pair, pick), ensure_ascii=False, separators=(",", ":"))
+
+
+def exportable(trace: Trace) -> bool:
+    """Whether the trace can be written whole: a lean one (a long input) would build every head's
+    n x n weights for the file."""
+    return not any(layer.lean for layer in trace.layers)
 
 
 def json_bytes_estimate(trace: Trace) -> int:
-    """About how many bytes `to_json` writes: ~6 per weight ("0.123,") plus the tokens."""
-    n_q, n_k = len(trace.tokens), len(trace.key_tokens)
-    heads = sum(lt.n_heads for lt in trace.layers)
-    return 6 * heads * n_q * n_k + 40 * (n_q + n_k) + 2048
+    """About how many bytes `to_json` writes with every weight (see json_bytes)."""
+    return json_bytes(trace)
 
 
 def to_npz(trace: Trace, text: str, pair: str | None = None) -> bytes:
@@ -99,7 +241,7 @@ def to_npz(trace: Trace, text: str, pair: str | None = None) -> bytes:
         arrays["hidden"] = to_numpy(trace.hidden)
     if trace.embedding is not None:
         arrays["embedding"] = to_numpy(trace.embedding)
-    header = record(trace, text, pair)
+    header = record(trace, text, pair, Pick(layers=()))
     del header["layers"]
     header["scales"] = [lt.scale for lt in trace.layers]
     header["precision"] = "float32, as computed"

@@ -31,6 +31,35 @@ def matrix_frame(
     )
 
 
+def head_weights(
+    trace: Trace, layer: int, head: int, window: tuple[int, int]
+) -> tuple[torch.Tensor, list[str], list[str]]:
+    """One head's weights for a download, with their query and key tokens: the whole map, or for
+    a lean trace (which never holds one whole) the window's block. A copy: a download kept with a
+    session holds one head, not the trace."""
+    lt = trace.layers[layer]
+    rows, cols = list(trace.tokens), list(trace.key_tokens)
+    whole = slice(None)
+    if lt.lean:
+        lo, hi = window
+        whole, rows, cols = slice(lo, hi), rows[lo:hi], cols[lo:hi]
+    w = lt.block("weights", head, whole, whole).clone()  # [q, k]
+    # a cell the mask hides is empty in the CSV, not a weight of 0
+    return w.masked_fill(~lt.block("mask", head, whole, whole), math.nan), rows, cols
+
+
+def kept_bytes(trace: Trace) -> tuple[int, int] | None:
+    """For a long input's lean trace (no n x n tensor kept): the bytes it holds and the bytes the
+    same trace with every n x n map would; None for any other trace."""
+    if not any(layer.lean for layer in trace.layers):
+        return None
+    from attnviz.engine.budget import model_trace_bytes
+
+    lt, n = trace.layers[0], len(trace.tokens)
+    d_head = lt.stored("q").shape[-1]
+    return trace.nbytes(), model_trace_bytes(trace.n_layers, trace.n_heads, d_head, 1, n)
+
+
 def numbered(tokens: list[str]) -> list[str]:
     return [f"{i}:{t}" for i, t in enumerate(tokens)]
 
@@ -59,7 +88,9 @@ def head_stats_frame(trace: Trace) -> pd.DataFrame:
 
 
 def query_frame(trace: Trace, layer: int, head: int, query: int) -> pd.DataFrame:
-    """One query against every key, step by step: q·k, × scale, exp (shifted), softmax weight."""
+    """One query against every key, step by step: q·k, × scale, exp (shifted), softmax weight;
+    a key the mask hides has −∞ after the scale and no exp or weight at all (NaN, shown as
+    empty), never a weight of 0."""
     lt = trace.layers[layer]
     scores = lt.head("scores", head)[query].double()  # [k]
     allowed = torch.ones_like(scores, dtype=torch.bool) if lt.mask is None else lt.mask[query]
@@ -73,8 +104,8 @@ def query_frame(trace: Trace, layer: int, head: int, query: int) -> pd.DataFrame
             "key": numbered(trace.key_tokens or trace.tokens),
             "q·k": scores.numpy(),
             "× scale": logits.numpy(),
-            "exp(· − max)": exps.numpy(),
-            "softmax": probs.numpy(),
+            "exp(· − max)": exps.masked_fill(~allowed, math.nan).numpy(),
+            "softmax": probs.masked_fill(~allowed, math.nan).numpy(),
             "weight (trace)": lt.head("weights", head)[query].double().numpy(),
             "allowed": allowed.numpy(),
         }

@@ -1,13 +1,12 @@
-"""Images: every head as one mosaic, one long head as a picture, both as compact PNGs (a 512 x
-512 map is tens of kilobytes as a palette PNG, ~1.5 MB as numbers). No streamlit."""
+"""Images: every head as one mosaic, as a compact PNG (a 512 x 512 map is tens of kilobytes as a
+palette PNG, ~1.5 MB as numbers; one map as a picture is attnviz.views.maps'). No streamlit."""
 
 from __future__ import annotations
 
 import base64
 import functools
-import html
 import io
-from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
@@ -16,44 +15,42 @@ import torch
 from attnviz.views.colour import (
     HIGHLIGHT,
     MOSAIC_LEVELS,
-    SIGNED_SCALE,
     WEIGHTS_SCALE,
-    _colour_lut,
+    colour_lut,
     coloured,
-    named_scale,
     rgb,
 )
-from attnviz.views.spec import escape, figure, layout_dict, tick_step
+from attnviz.views.spec import figure, layout_dict
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """How a mosaic draws each layer x head: average-pooled to at most `thumb` pixels a side,
+    `gap` pixels apart, each scaled to its own maximum (so faint heads still show their pattern)
+    unless `shared`, coloured by (w/max)^gamma (gamma < 1: weights spread thin over a long row
+    still show). `focus` (a query position) draws only that token's row in each, as bars over
+    the keys; `marked` heads (silenced ones) are crossed out with a dark grey X; `selected` is
+    outlined."""
+
+    thumb: int = 48
+    gap: int = 4
+    shared: bool = False
+    gamma: float = 1.0
+    focus: int | None = None
+    marked: tuple[tuple[int, int], ...] = ()
+    selected: tuple[int, int] | None = None
 
 
 def mosaic(
-    weights: torch.Tensor,
-    *,
-    thumb: int = 48,
-    gap: int = 4,
-    shared_scale: bool = False,
-    selected: tuple[int, int] | None = None,
-    title: str = "",
-    height: int | None = None,
-    focus: int | None = None,
-    gamma: float = 1.0,
-    marked: Sequence[tuple[int, int]] = (),
+    weights: torch.Tensor, tiles: Tiles = Tiles(), title: str = "", height: int | None = None
 ) -> go.Figure:
-    """Every layer x head as a thumbnail in one RGB image (one go.Image: fast even at n = 512).
-
-    `marked` heads (silenced ones) are crossed out with a dark grey X.
-
-    weights: [layer, head, q, k]. Each thumbnail is average-pooled to at most `thumb` pixels a side
-    and, unless `shared_scale`, scaled to its own maximum so faint heads still show their pattern;
-    `gamma` < 1 colours by (w/max)^gamma so weights spread thin over a long row still show.
-    `focus` (a query position) draws only that token's row in each thumbnail, as bars over the keys.
-    """
+    """Every layer x head of weights [layer, head, q, k] as a thumbnail in one RGB image (one
+    go.Image: fast even at n = 512)."""
     n_layers, n_heads, n_q, n_k = weights.shape
-    th, tw = _thumb_size(n_q, n_k, thumb)
-    if focus is not None:  # `weights` may be one row expanded to n_q (a lean trace's focus)
-        return _focus_mosaic(
-            weights, focus, th, tw, gap, shared_scale, gamma, selected, title, height, marked
-        )
+    th, tw = _thumb_size(n_q, n_k, tiles.thumb)
+    shared_scale, gamma = tiles.shared, tiles.gamma
+    if tiles.focus is not None:  # `weights` may be one row expanded to n_q (a lean trace's focus)
+        return _focus_mosaic(weights, (th, tw), tiles, (title, height))
     flat = weights.reshape(n_layers * n_heads, 1, n_q, n_k).float()  # [L*H, 1, q, k]
     # Long inputs are average-pooled down; short ones are blown up with nearest (crisp cells).
     if th >= n_q and tw >= n_k:
@@ -64,15 +61,14 @@ def mosaic(
         norm = pooled / pooled.amax().clamp_min(1e-12)
     else:
         norm = pooled / pooled.amax(dim=(1, 2), keepdim=True).clamp_min(1e-12)
-    tiles = coloured(norm, gamma).reshape(n_layers, n_heads, th, tw, 3)  # [L, H, th, tw, rgb]
-    return _mosaic_figure(tiles, gap, selected, title, height, marked)
+    rgb_tiles = coloured(norm, gamma).reshape(n_layers, n_heads, th, tw, 3)  # [L, H, th, tw, rgb]
+    return _mosaic_figure(rgb_tiles, tiles, title, height)
 
 
-def _focus_mosaic(
-    weights, focus, th, tw, gap, shared_scale, gamma, selected, title, height, marked=()
-):
+def _focus_mosaic(weights, size: tuple[int, int], tiles: Tiles, frame: tuple) -> go.Figure:
     """One query's row in every head: a bar per key (max-pooled to tw columns, so peaks survive)."""
     n_layers, n_heads, n_q, n_k = weights.shape
+    (th, tw), focus = size, tiles.focus
     if not 0 <= focus < n_q:
         raise ValueError(f"focus={focus} must be a query position 0..{n_q - 1}")
     row = weights[:, :, focus, :].reshape(n_layers * n_heads, 1, n_k).float()  # [L*H, 1, k]
@@ -80,26 +76,27 @@ def _focus_mosaic(
         pooled = row.repeat_interleave(tw // n_k, 2)[:, 0]  # [L*H, tw]
     else:
         pooled = torch.nn.functional.adaptive_max_pool1d(row, tw)[:, 0]  # [L*H, tw]
-    top = pooled.amax() if shared_scale else pooled.amax(dim=1, keepdim=True)
+    top = pooled.amax() if tiles.shared else pooled.amax(dim=1, keepdim=True)
     norm = (pooled / top.clamp_min(1e-12)).clamp(0, 1)  # [L*H, tw] bar heights: linear
-    colour = coloured(norm, gamma)  # [L*H, tw, rgb]
+    colour = coloured(norm, tiles.gamma)  # [L*H, tw, rgb]
     # a bar fills pixel row y of a column when it reaches above it (at least 1 px for any weight)
     bar = (norm * th).ceil().clamp(min=1) * (pooled > 0)  # [L*H, tw]
     ys = torch.arange(th, 0, -1).view(1, th, 1)  # [1, th, 1] height of each pixel row's top
     filled = (ys <= bar.unsqueeze(1)).numpy()  # [L*H, th, tw]
-    tiles = np.where(filled[..., None], colour[:, None], np.uint8(246))  # [L*H, th, tw, rgb]
-    tiles = tiles.reshape(n_layers, n_heads, th, tw, 3).astype(np.uint8)
-    return _mosaic_figure(tiles, gap, selected, title, height, marked)
+    rgb = np.where(filled[..., None], colour[:, None], np.uint8(246))  # [L*H, th, tw, rgb]
+    rgb = rgb.reshape(n_layers, n_heads, th, tw, 3).astype(np.uint8)
+    return _mosaic_figure(rgb, tiles, *frame)
 
 
-def _mosaic_figure(tiles, gap, selected, title, height, marked=()) -> go.Figure:
-    n_layers, n_heads, th, tw, _ = tiles.shape
+def _mosaic_figure(rgb_tiles, tiles: Tiles, title: str, height: int | None) -> go.Figure:
+    n_layers, n_heads, th, tw, _ = rgb_tiles.shape
+    gap, selected, marked = tiles.gap, tiles.selected, tiles.marked
     cell_h, cell_w = th + gap, tw + gap
     img = np.full((n_layers * cell_h + gap, n_heads * cell_w + gap, 3), 255, dtype=np.uint8)
     for layer in range(n_layers):
         for head in range(n_heads):
             y0, x0 = gap + layer * cell_h, gap + head * cell_w
-            img[y0 : y0 + th, x0 : x0 + tw] = tiles[layer, head]
+            img[y0 : y0 + th, x0 : x0 + tw] = rgb_tiles[layer, head]
     for layer, head in marked:
         if 0 <= layer < n_layers and 0 <= head < n_heads:
             y0, x0 = gap + layer * cell_h, gap + head * cell_w
@@ -159,130 +156,6 @@ def _mosaic_figure(tiles, gap, selected, title, height, marked=()) -> go.Figure:
     return figure([image, markers], layout_dict(title, height, dict(xaxis=xaxis, yaxis=yaxis)))
 
 
-def weights_image(
-    matrix: torch.Tensor,
-    x_tokens: Sequence[str],
-    y_tokens: Sequence[str],
-    *,
-    title: str = "",
-    side: int = 256,
-    gamma: float = 1.0,
-    height: int | None = None,
-    x_title: str = "key",
-    y_title: str = "query",
-    max_ticks: int = 32,
-    shape: tuple[int, int] | None = None,
-) -> go.Figure:
-    """One head's weights [q, k] as a 256-colour PNG, average-pooled to at most `side` pixels a side
-    and coloured like the overview's thumbnails ((w/max)^gamma). A preview for long inputs: at
-    512 tokens tens of kilobytes on the wire, where the same map as a heatmap of numbers is ~1.5 MB
-    (and three of them were sent on every head change of the overview). The axes count token
-    positions: ticks name every k-th token, hover gives the positions under the pointer. `shape`:
-    the map's (n_q, n_k) when `matrix` is it already pooled to at most `side` (a lean trace)."""
-    w = matrix.detach().float().cpu()  # [q, k] or already pooled
-    n_q, n_k = shape if shape is not None else w.shape
-    h_px, w_px = min(n_q, side), min(n_k, side)
-    if (h_px, w_px) != tuple(w.shape):
-        w = torch.nn.functional.adaptive_avg_pool2d(w[None, None], (h_px, w_px))[0, 0]
-    img = coloured(w / w.amax().clamp_min(1e-12), gamma)  # [h_px, w_px, rgb]
-    dx, dy = n_k / w_px, n_q / h_px  # tokens per pixel
-    image = dict(
-        type="image",
-        source=png_data_uri(img),
-        x0=(dx - 1) / 2,  # pixel i is centred on the tokens it averages
-        dx=dx,
-        y0=(dy - 1) / 2,
-        dy=dy,
-        hovertemplate=_position_hover(x_title, y_title),
-    )
-    axes = _position_axes(x_tokens, y_tokens, (n_q, n_k), (0, 0), max_ticks, x_title, y_title)
-    return figure([image], layout_dict(title, height, axes))
-
-
-def _position_hover(x_title: str, y_title: str) -> str:
-    """An image's hover: the query and key positions under the pointer."""
-    return f"{html.escape(y_title)} %{{y:.0f}}<br>{html.escape(x_title)} %{{x:.0f}}<extra></extra>"
-
-
-def _position_axes(
-    x_tokens: Sequence[str],
-    y_tokens: Sequence[str],
-    shape: tuple[int, int],
-    start: tuple[int, int],
-    max_ticks: int,
-    x_title: str,
-    y_title: str,
-) -> dict:
-    """The x and y axes of a map of `shape` (n_q, n_k) drawn as an image, counting positions from
-    `start` (key, query): ticks name every k-th token as "position: token", queries run
-    downwards, square cells."""
-    (x0, y0), (n_q, n_k) = start, shape
-    xs, ys = escape(x_tokens[:n_k]), escape(y_tokens[:n_q])
-    sx, sy = tick_step(n_k, max_ticks), tick_step(n_q, max_ticks)
-    plain = dict(tickmode="array", showgrid=False, zeroline=False)
-    xaxis = dict(
-        plain,
-        tickvals=[x0 + j for j in range(0, n_k, sx)],
-        ticktext=[f"{x0 + j}: {xs[j]}" for j in range(0, n_k, sx)],
-        tickangle=-90,
-        side="bottom",
-        range=[x0 - 0.5, x0 + n_k - 0.5],
-        title=dict(text=x_title, font=dict(size=12)),
-    )
-    yaxis = dict(
-        plain,
-        tickvals=[y0 + i for i in range(0, n_q, sy)],
-        ticktext=[f"{y0 + i}: {ys[i]}" for i in range(0, n_q, sy)],
-        range=[y0 + n_q - 0.5, y0 - 0.5],
-        scaleanchor="x",
-        constrain="domain",
-        title=dict(text=y_title, font=dict(size=12)),
-    )
-    return dict(xaxis=xaxis, yaxis=yaxis)
-
-
-def signed_image(
-    matrix: torch.Tensor,
-    x_tokens: Sequence[str],
-    y_tokens: Sequence[str],
-    *,
-    bound: float | None = None,
-    start: tuple[int, int] = (0, 0),
-    title: str = "",
-    height: int | None = None,
-    x_title: str = "key",
-    y_title: str = "query",
-    max_ticks: int = 32,
-) -> go.Figure:
-    """A window of signed values [q, k] (scores, logits) as a palette PNG, one pixel a cell,
-    coloured like heatmaps.heatmap(signed=True) from −bound (blue) to +bound (red); −inf and NaN
-    (masked logits) white. Colour only: a 512 x 512 window is ~1 MB as numbers, a few hundred KB
-    here. `start` (key, query): the window's first positions, which the axes count from.
-    `bound` None: the largest finite |value| (1 if none), as heatmaps.heatmap(signed=True)."""
-    z = matrix.detach().float().cpu()  # [q, k]
-    finite = torch.isfinite(z)
-    if bound is None:
-        bound = float(z[finite].abs().max()) if finite.any() else 1.0
-    norm = (z.nan_to_num(0.0, 0.0, 0.0) / max(bound, 1e-12)).clamp(-1, 1)  # [q, k]
-    levels = MOSAIC_LEVELS
-    img = _colour_lut(SIGNED_SCALE, levels)[((norm + 1) / 2 * (levels - 1)).round().long().numpy()]
-    img[~finite.numpy()] = 255  # [q, k, rgb]
-    x0, y0 = start
-    image = dict(
-        type="image", source=png_data_uri(img), x0=x0, dx=1, y0=y0, dy=1,
-        hovertemplate=_position_hover(x_title, y_title),
-    )  # fmt: skip
-    # The colour bar: an image has none, so a one-cell heatmap on the same scale that nobody sees
-    # (opacity 0, no hover) carries it; the pixels' colours are the scale's at the same levels.
-    bar = dict(
-        type="heatmap", z=[[0.0]], x=[x0], y=[y0], zmin=-bound, zmax=bound, opacity=0,
-        colorscale=named_scale(SIGNED_SCALE), hoverinfo="skip", showscale=True,
-        colorbar=dict(thickness=10, xpad=4),
-    )  # fmt: skip
-    axes = _position_axes(x_tokens, y_tokens, tuple(z.shape), start, max_ticks, x_title, y_title)
-    return figure([image, bar], layout_dict(title, height, axes))
-
-
 def png_data_uri(img: np.ndarray) -> str:
     """An RGB uint8 image [h, w, 3] as a PNG data URI, lossless. An image of at most 256 colours
     (the mosaic: its weight levels, white, greys and the selection's orange) is written with a
@@ -314,7 +187,7 @@ _KNOWN_EXTRA = ((255, 255, 255), (246, 246, 246), (60, 60, 60), rgb(HIGHLIGHT))
 def _known_palette() -> tuple[np.ndarray, int, np.ndarray]:
     """The known colours packed as 0xRRGGBB (sorted), a modulus under which they all differ, and
     the table from (colour % modulus) to the colour's index: one gather instead of a sort."""
-    rgb = np.concatenate([_colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS), np.array(_KNOWN_EXTRA)])
+    rgb = np.concatenate([colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS), np.array(_KNOWN_EXTRA)])
     rgb = rgb.astype(np.uint32)
     colours = np.unique((rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2])
     modulus = next(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
@@ -22,7 +23,13 @@ from attnviz.views.spec import FONT, escape
 HEAD_COLOURS = PALETTE  # a head keeps its colour: head h is PALETTE[h % 12]
 BANDS = 8  # opacity levels: a line's opacity is its band's, from its weight
 LABEL_PX = 16  # pixels one token label needs along its axis (font 12: glyphs never touch)
+POSITION_LABEL_PX = 64  # ... and a "position: token" label side by side in two rows
 MAX_LINES = 60_000
+
+
+def default_threshold(n: int) -> float:
+    """The weight below which no line is drawn, by default, for n tokens."""
+    return 0.01 if n <= 40 else 0.02
 
 
 def is_cjk(tokens: Sequence[str]) -> bool:
@@ -35,34 +42,57 @@ def is_cjk(tokens: Sequence[str]) -> bool:
     return bool(chars) and wide >= 0.5 * len(chars)
 
 
+@dataclass(frozen=True)
+class LinesPick:
+    """Which lines: those of `heads` at or above `threshold` (and above 0, allowed by the mask),
+    inside the query and key ranges (end exclusive; None: all), through one token when `focus` is
+    ("q", i) or ("k", j)."""
+
+    heads: tuple[int, ...]
+    threshold: float = 0.0
+    focus: tuple[str, int] | None = None
+    q_range: tuple[int, int] | None = None
+    k_range: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class LinesLook:
+    """How the lines are laid out: two rows (CJK) instead of two columns, the room in pixels along
+    the token axis (None: grows with n), the side titles, the legend's word for a head, the
+    figure's title."""
+
+    rows: bool = False
+    length_px: int | None = None
+    q_title: str = "query"
+    k_title: str = "key"
+    head_name: str = "head"
+    title: str = ""
+
+
 def select_lines(
     weights: torch.Tensor,
-    heads: Sequence[int],
-    threshold: float,
-    *,
+    pick: LinesPick,
     mask: torch.Tensor | None = None,
-    query: int | None = None,
-    key: int | None = None,
-    q_range: tuple[int, int] | None = None,
-    k_range: tuple[int, int] | None = None,
     max_lines: int = MAX_LINES,
 ) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
-    """The (head, q index, k index, weight) arrays of the lines to draw: weight >= threshold and
-    > 0, allowed by the mask, inside the ranges (end exclusive), through `query` / `key` when set.
-    At most `max_lines` in all: the heaviest."""
-    w = weights[list(heads)].float()  # [h, q, k]
-    keep = (w > 0) & (w >= threshold)  # [h, q, k]
+    """The (head, q index, k index, weight) arrays of the lines `pick` keeps. At most `max_lines`
+    in all: the heaviest."""
+    heads = list(pick.heads)
+    w = weights[heads].float()  # [h, q, k]
+    keep = (w > 0) & (w >= pick.threshold)  # [h, q, k]
     if mask is not None:
         keep &= mask.bool().unsqueeze(0)
     n_q, n_k = w.shape[-2:]
     rows = torch.zeros(n_q, dtype=torch.bool)
     cols = torch.zeros(n_k, dtype=torch.bool)
-    rows[slice(*(q_range or (0, n_q)))] = True
-    cols[slice(*(k_range or (0, n_k)))] = True
-    if query is not None:
-        rows &= torch.arange(n_q) == query
-    if key is not None:
-        cols &= torch.arange(n_k) == key
+    rows[slice(*(pick.q_range or (0, n_q)))] = True
+    cols[slice(*(pick.k_range or (0, n_k)))] = True
+    if pick.focus is not None:
+        side, pos = pick.focus
+        if side == "q":
+            rows &= torch.arange(n_q) == pos
+        else:
+            cols &= torch.arange(n_k) == pos
     keep &= rows.view(1, -1, 1) & cols.view(1, 1, -1)
     h, q, k = keep.nonzero(as_tuple=True)  # [lines] each
     v = w[h, q, k]  # [lines]
@@ -83,44 +113,52 @@ def _segments(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return seg.reshape(-1)
 
 
+def layer_lines(trace, layer: int, pick: LinesPick, look: LinesLook) -> go.Figure:
+    """The Lines view of one layer of a trace: a lean trace (a long input, whose n x n weights it
+    never holds) gives only the window's block of the picked heads, positions counted from it."""
+    lt = trace.layers[layer]
+    if not lt.lean:
+        return lines_figure(lt.weights, (trace.tokens, trace.key_tokens), lt.mask, pick, look)
+    lo, hi = pick.q_range or (0, len(trace.tokens))
+    klo, khi = pick.k_range or (0, len(trace.key_tokens))
+    weights = torch.zeros(lt.n_heads, hi - lo, khi - klo)  # [head, q, k] the window
+    for h in pick.heads:
+        weights[h] = lt.block("weights", h, slice(lo, hi), slice(klo, khi))
+    mask = lt.block("mask", 0, slice(lo, hi), slice(klo, khi))  # [q, k]
+    focus = pick.focus
+    if focus is not None:
+        focus = (focus[0], focus[1] - (lo if focus[0] == "q" else klo))
+    window = LinesPick(pick.heads, pick.threshold, focus)
+    tokens = (trace.tokens[lo:hi], trace.key_tokens[klo:khi])
+    return lines_figure(weights, tokens, mask, window, look)
+
+
 def lines_figure(
     weights: torch.Tensor,
-    q_tokens: Sequence[str],
-    k_tokens: Sequence[str],
-    heads: Sequence[int],
-    *,
-    threshold: float = 0.0,
-    mask: torch.Tensor | None = None,
-    focus: tuple[str, int] | None = None,
-    q_range: tuple[int, int] | None = None,
-    k_range: tuple[int, int] | None = None,
-    rows: bool = False,
-    q_title: str = "query",
-    k_title: str = "key",
-    head_name: str = "head",
-    length_px: int | None = None,
-    title: str = "",
+    tokens: tuple[Sequence[str], Sequence[str]],
+    mask: torch.Tensor | None,
+    pick: LinesPick,
+    look: LinesLook = LinesLook(),
 ) -> go.Figure:
-    """weights [head, q, k] as lines between two columns (or two rows, `rows=True`, for CJK).
+    """weights [head, q, k] as lines between two columns (or two rows for CJK) of the (query,
+    key) tokens.
 
-    `focus` = ("q", i) or ("k", j) keeps only the lines through that token. Clicking a token marker
-    selects it (customdata [side, position]); hover shows its whole label. `length_px` is the room
-    along the token axis: the figure grows with n and labels every k-th token that fits.
+    Clicking a token marker selects it (customdata [side, position]); hover shows its whole label.
+    The figure grows with n along the token axis (or takes `look.length_px`) and labels every
+    k-th token that fits.
     """
-    if not heads:
+    q_tokens, k_tokens = tokens
+    if not pick.heads:
         raise ValueError("pick at least one head to draw")
     n_q, n_k = weights.shape[-2:]
     if len(q_tokens) != n_q or len(k_tokens) != n_k:
         raise ValueError(f"{len(q_tokens)} / {len(k_tokens)} tokens for weights of {n_q} x {n_k}")
-    q_range = q_range or (0, n_q)
-    k_range = k_range or (0, n_k)
-    fq, fk = (focus[1], None) if focus and focus[0] == "q" else (None, focus[1] if focus else None)
-    picked = select_lines(
-        weights, heads, threshold, mask=mask, query=fq, key=fk, q_range=q_range, k_range=k_range
-    )
+    q_range = pick.q_range or (0, n_q)
+    k_range = pick.k_range or (0, n_k)
+    picked = select_lines(weights, pick, mask)
     n_show = max(q_range[1] - q_range[0], k_range[1] - k_range[0], 1)
-    if length_px is None:
-        length_px = min(1800, max(360, 16 * n_show))
+    length_px = look.length_px or min(1800, max(360, 16 * n_show))
+    rows, head_name = look.rows, look.head_name
     fig = go.Figure()
     top = max((float(v.max()) for *_, v in picked if v.size), default=1.0)
     for head, q, k, v in picked:
@@ -164,14 +202,14 @@ def lines_figure(
         for _, q, k, _ in picked:
             ends["q"].update(q.tolist())
             ends["k"].update(k.tolist())
-    _token_markers(fig, q_tokens, k_tokens, q_range, k_range, focus, rows, length_px, ends)
+    _token_markers(fig, tokens, (q_range, k_range), pick.focus, (rows, length_px), ends)
     axis_tokens = dict(showgrid=False, zeroline=False, showticklabels=False)
     axis_sides = dict(
         showgrid=False,
         zeroline=False,
         tickmode="array",
         tickvals=[0, 1],
-        ticktext=[f"<b>{html.escape(q_title)}</b>", f"<b>{html.escape(k_title)}</b>"],
+        ticktext=[f"<b>{html.escape(look.q_title)}</b>", f"<b>{html.escape(look.k_title)}</b>"],
         fixedrange=True,
     )
     if rows:
@@ -185,9 +223,10 @@ def lines_figure(
         fig.update_xaxes(range=[-0.9, 1.9], side="top", **axis_sides)
         height = length_px + 90
     fig.update_layout(
-        title=dict(text=html.escape(title), x=0, xanchor="left", font=dict(size=15)),
+        title=dict(text=html.escape(look.title), x=0, xanchor="left", font=dict(size=15)),
         height=height,
-        margin=dict(l=10, r=10, t=60 if title else 30, b=10),
+        # two rows: room at both ends for the first and last labels (drawn whole, unclipped)
+        margin=dict(l=40 if rows else 10, r=40 if rows else 10, t=60 if look.title else 30, b=10),
         font=FONT,
         plot_bgcolor="white",
         legend=dict(orientation="h", y=-0.02 if rows else 1.0, yanchor="top"),
@@ -198,13 +237,21 @@ def lines_figure(
     return fig
 
 
-def _token_markers(fig, q_tokens, k_tokens, q_range, k_range, focus, rows, length_px, ends):
+def _token_markers(fig, tokens, ranges, focus, layout, ends) -> None:
     """One marker per token (hover: its whole label; click: focus it), every k-th labelled, and
-    the `ends` of the drawn lines labelled with the others around them cleared so none overlap."""
-    for side, tokens, (lo, hi) in (("q", q_tokens, q_range), ("k", k_tokens, k_range)):
+    the `ends` of the drawn lines labelled with the others around them cleared so none overlap.
+    `tokens`, `ranges`: (query, key) each; `layout`: (rows, length_px)."""
+    rows, length_px = layout
+    for side, side_tokens, (lo, hi) in zip("qk", tokens, ranges, strict=True):
         n = hi - lo
         step = max(1, -(-n * LABEL_PX // max(length_px, 1)))
-        labels = escape(tokens[lo:hi])
+        labels = escape(side_tokens[lo:hi])
+        if step > 1:
+            # every k-th token only: its position says where it is (a long input's sparse labels
+            # read like a sentence otherwise); in two rows a label takes its width, not a line
+            labels = [f"{lo + i}: {lab}" for i, lab in enumerate(labels)]
+            if rows:
+                step = max(step, -(-n * POSITION_LABEL_PX // max(length_px, 1)))
         text = [lab if (i % step == 0) else "" for i, lab in enumerate(labels)]
         focused = focus[1] - lo if focus and focus[0] == side and lo <= focus[1] < hi else None
         # the focused token first, then line ends, each at least `step` from those kept
@@ -237,8 +284,11 @@ def _token_markers(fig, q_tokens, k_tokens, q_range, k_range, focus, rows, lengt
                 textposition=where,
                 textfont=dict(size=12, color=colour),
                 marker=dict(size=7 if n <= 80 else 4, color=colour),
-                customdata=[[side, lo + i, lab] for i, lab in enumerate(labels)],
+                customdata=[
+                    [side, lo + i, tok] for i, tok in enumerate(escape(side_tokens[lo:hi]))
+                ],
                 hovertemplate="%{customdata[1]}: %{customdata[2]}<extra></extra>",
                 showlegend=False,
+                cliponaxis=False,  # a label at either end ([BOS], [SEP]) is drawn whole
             )
         )

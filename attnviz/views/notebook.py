@@ -4,20 +4,19 @@ Each view is the same builder the app's explorer calls (attnviz.views.panels), w
 Selection, so a notebook shows what the page shows; tests/test_notebook.py checks that against
 the running page. `show` returns one View (the figures, displayed with Plotly's JSON and a static
 SVG from attnviz.views.static) or, for "explore", the widget (attnviz.views.widget). No
-streamlit here. A new view is one entry in VIEWS.
+streamlit here. A new view is one entry in attnviz.views.registry.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
 from attnviz.engine.trace import Trace
-from attnviz.views import panels
-from attnviz.views.lines import is_cjk, lines_figure
+from attnviz.views import registry
 from attnviz.views.selection import Selection
 from attnviz.views.static import figure_svg, figures_html
 
@@ -25,36 +24,7 @@ if TYPE_CHECKING:  # anywidget loads only for view="explore"
     from attnviz.views.widget import AttentionWidget
 
 
-def lines(trace: Trace, sel: Selection) -> go.Figure:
-    """One head's weights as lines between the query and key tokens (the Lines view)."""
-    rows, tr = is_cjk(trace.tokens), sel.tr
-    return lines_figure(
-        trace.layers[sel.layer].weights,  # [head, q, k]
-        trace.tokens,
-        trace.key_tokens,
-        [sel.head],
-        threshold=0.01 if max(len(trace.tokens), len(trace.key_tokens)) <= 40 else 0.02,
-        mask=trace.layers[sel.layer].mask,
-        rows=rows,
-        q_title=tr("w.query"),
-        k_title=tr("w.key"),
-        head_name=tr("ex.head"),
-        length_px=1100 if rows else None,
-        title=tr("lv.lines_title_rows" if rows else "lv.lines_title", l=sel.layer),
-    )
-
-
-ViewFn = Callable[[Trace, Selection], "go.Figure | list[go.Figure]"]
-VIEWS: dict[str, ViewFn] = {
-    "heads": panels.heads_figures,  # every head of one layer
-    "overview": panels.overview_figure,  # every layer x head in one image
-    "detail": panels.detail_figures,  # one head's scores, logits and weights
-    "lines": lines,  # one head's weights as lines between tokens
-    "rollout": panels.rollout_figures,  # attention composed across layers, and one query's row
-    "query": panels.query_figures,  # one query in numbers: where it looks, q, q_i·k_i
-    "link": panels.link_figure,  # the weight from one query to one key in every head
-    "outputs": panels.outputs_figures,  # one head's z and the block's output after W_O
-}
+VIEWS = registry.drawn()  # name -> builder, the explorer's views that draw figures
 
 
 class View:
@@ -120,7 +90,7 @@ class View:
             out.write("<!doctype html><meta charset='utf-8'><body>" + "".join(parts) + "</body>")
 
 
-WEIGHTS_ONLY = {"overview", "heads", "lines", "rollout", "link", "explore"}
+WEIGHTS_ONLY = {v.name for v in registry.VIEWS if v.weights_only} | {"explore"}
 
 
 def as_trace(

@@ -7,6 +7,8 @@ and labels are in the selection's language. No streamlit here.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import plotly.graph_objects as go
 import torch
 
@@ -15,29 +17,52 @@ from attnviz.engine.budget import check_rollout
 from attnviz.engine.lean import pooled_head
 from attnviz.engine.rollout import rollout
 from attnviz.engine.trace import Trace, pooled_weights
-from attnviz.views import charts, heatmaps, images
-from attnviz.views.colour import GAMMA, colour_scale
+from attnviz.views import charts, images
+from attnviz.views.colour import GAMMA, colour_scale, scale_gamma
+from attnviz.views.lines import LinesLook, LinesPick, default_threshold, is_cjk, layer_lines
+from attnviz.views.maps import (
+    PICTURE_SIDE,
+    Axis,
+    Colour,
+    Frame,
+    Marks,
+    draw_map,
+    mark_cells,
+    values_fit,
+)
 from attnviz.views.selection import Selection, Tr
 
 LONG = 64  # past this many tokens the views switch to their long-input layout
 
 
+def is_long(n: int) -> bool:
+    """Whether an input of n tokens gets the long-input layout (a window of positions, bigger
+    maps, labels every k-th token): the views' size decision, here only."""
+    return n > LONG
+
+
+def needs_window(n: int) -> bool:
+    """Whether views of an n-token input show a window of positions (and the page a picker)."""
+    return is_long(n)
+
+
+def detail_stacked(window: tuple[int, int]) -> bool:
+    """Whether Head detail puts the weights across the page and the scores and logits below
+    (a long window) rather than its three maps side by side."""
+    return is_long(window[1] - window[0])
+
+
 def default_scale(n: int, short: str = "fixed") -> str:
     # Past LONG tokens a row's weights are too thin for a linear scale to show anything.
-    return short if n <= LONG else "log"
+    return "log" if is_long(n) else short
 
 
-def colour_kwargs(matrix, mode: str, tr: Tr, value: str | None = None) -> dict:
-    """heatmap() keyword arguments for `mode`, with the colour bar saying which scale it is."""
-    found = colour_scale(matrix, mode)
+def weights_colour(matrix, mode: str, tr: Tr, value: str | None = None) -> Colour:
+    """The weights' Colour under `mode`, the colour bar saying which scale it is."""
     value = value or tr("w.weights")
-    bar = tr(f"lv.bar.{mode}", top=found["top"], gamma=GAMMA, value=value)
-    return dict(
-        colorscale=found["colorscale"],
-        zmin=found["zmin"],
-        zmax=found["zmax"],
-        colorbar_title=bar,
-    )
+    top = colour_scale(matrix, mode)["top"]
+    bar = tr(f"lv.bar.{mode}", top=top, gamma=GAMMA, value=value)
+    return Colour.weights(matrix, mode, value, bar, gamma=scale_gamma(mode))
 
 
 def silenced(trace: Trace) -> set[tuple[int, int]]:
@@ -50,49 +75,38 @@ def _n(trace: Trace) -> int:
 
 
 def heads_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
-    """One softmax-weights heatmap per head of one layer; silenced heads say so in the title."""
+    """One softmax-weights map per head of one layer; silenced heads say so in the title. A long
+    input's head arrives pooled (a lean trace never holds it whole) and is drawn as a picture."""
     tr, layer, focus = sel.tr, sel.layer, sel.focus
     mode = sel.scale or default_scale(_n(trace))
     lt = trace.layers[layer]
     off = silenced(trace)
     per_row = heads_per_row(trace, layer)
-    if lt.lean:  # a long input: each head as an image of its whole map, pooled
-        return [
-            images.weights_image(
-                head_map(trace, layer, h, HEAD_IMAGE_SIDE)[0],
-                trace.key_tokens,
-                trace.tokens,
-                shape=(lt.n_q, lt.n_k),
-                title=tr("pg.head_title", h=h) + (tr("ex.silenced") if (layer, h) in off else ""),
-                gamma=overview_gamma(trace, sel.scale),
-                height=560,
-                x_title=tr("w.key"),
-                y_title=tr("w.query"),
-            )
-            for h in range(lt.n_heads)
-        ]
-    weights = [lt.head("weights", h) for h in range(lt.n_heads)]  # [q, k] each
-    return [
-        heatmaps.heatmap(
-            weights[h],
-            trace.key_tokens,
-            trace.tokens,
-            title=tr("pg.head_title", h=h) + (tr("ex.silenced") if (layer, h) in off else ""),
-            value_name=tr("w.weights"),
-            height=380 if _n(trace) <= LONG else 620,
-            show_scale=mode != "fixed" or h % per_row == per_row - 1,
-            x_title=tr("w.key"),
-            y_title=tr("w.query"),
-            highlight_row=focus,
-            auto_ticks=True,
-            **colour_kwargs(weights[h], mode, tr),
-        )
-        for h in range(lt.n_heads)
-    ]
+    # a picture names every k-th position: few enough that labels of ~17 px never touch in a
+    # column of a 1280 px window (3 columns of ~300 px, 2 of ~450 px)
+    named = 10 if per_row >= 3 else 16
+    x = Axis(trace.key_tokens, tr("w.key"), ticks=None, picture_ticks=named)
+    y = Axis(trace.tokens, tr("w.query"), ticks=None, picture_ticks=named)
+    figs = []
+    whole = Marks.of_mask(None if lt.lean else lt.mask, row=focus)  # a pooled map: no cells
+    if not values_fit(lt.n_heads, lt.n_q, lt.n_k):  # a long input: pictures, not MBs of numbers
+        whole = replace(whole, values=False)
+    for h in range(lt.n_heads):
+        w, _ = head_map(trace, layer, h, PICTURE_SIDE)  # [q, k], or pooled
+        title = tr("pg.head_title", h=h) + (tr("ex.silenced") if (layer, h) in off else "")
+        colour = weights_colour(w, mode, tr)
+        if tuple(w.shape) == (lt.n_q, lt.n_k):
+            show = mode != "fixed" or h % per_row == per_row - 1
+            colour = Colour(**{**colour.__dict__, "show_bar": show})
+        height = 380 if not is_long(_n(trace)) else 620
+        if tuple(w.shape) != (lt.n_q, lt.n_k):
+            height = 560
+        figs.append(draw_map(w, x, y, colour, whole, Frame(title, height)))
+    return figs
 
 
 def heads_per_row(trace: Trace, layer: int) -> int:
-    return min(trace.layers[layer].n_heads, 3 if _n(trace) <= LONG else 2)
+    return min(trace.layers[layer].n_heads, 2 if is_long(_n(trace)) else 3)
 
 
 MOSAIC_WIDTH = 900  # px: the widest the mosaic is drawn (the page of a 1440 x 900 laptop)
@@ -108,23 +122,18 @@ def overview_figure(trace: Trace, sel: Selection, width: int = MOSAIC_WIDTH) -> 
     tr, focus, n = sel.tr, sel.focus, _n(trace)
     mode = sel.scale or default_scale(n)
     # Long inputs get bigger thumbnails (more pooled pixels) and a power colour scale.
-    thumb = 48 if n <= LONG else THUMB
-    gamma = {"power": GAMMA, "log": GAMMA / 2, "fixed": 1.0, "max": 1.0}[mode]
+    thumb = THUMB if is_long(n) else 48
+    gamma = scale_gamma(mode)
     rows_px = trace.n_layers * (thumb + 4) + 4
     cols_px = trace.n_heads * (thumb + 4) + 4
     zoom = min(3.0, width / cols_px, 820 / rows_px)
     # Without a focus token only the pooled weights are needed (a GPU trace copies just those);
     # with one, only that row of each head (expanded, not copied, to the map's shape).
     weights = focus_rows(trace, focus) if focus is not None else pooled_weights(trace, thumb, thumb)
+    tiles = images.Tiles(thumb, shared=sel.shared, gamma=gamma, focus=focus,
+                         marked=tuple(sorted(silenced(trace))))  # fmt: skip
     return images.mosaic(
-        weights,
-        thumb=thumb,
-        shared_scale=sel.shared,
-        title=tr("ex.overview_title"),
-        height=max(200, int(rows_px * zoom) + 70),
-        focus=focus,
-        gamma=gamma,
-        marked=tuple(sorted(silenced(trace))),
+        weights, tiles, tr("ex.overview_title"), max(200, int(rows_px * zoom) + 70)
     )
 
 
@@ -142,8 +151,9 @@ def focus_rows(trace: Trace, focus: int) -> torch.Tensor:
 
 
 def head_map(trace: Trace, layer: int, head: int, side: int) -> tuple[torch.Tensor, tuple]:
-    """One head's weights for an image: the whole [q, k] map, or for a lean trace the map pooled
-    to at most side x side, a band of rows at a time; and the map's (n_q, n_k)."""
+    """One head's weights to draw: the whole [q, k] map, or for a lean trace (which never holds
+    it whole) the map pooled to at most side x side, a band of rows at a time; and the map's
+    (n_q, n_k)."""
     lt = trace.layers[layer]
     if lt.lean:
         return pooled_head(lt, head, side, side), (lt.n_q, lt.n_k)
@@ -151,34 +161,27 @@ def head_map(trace: Trace, layer: int, head: int, side: int) -> tuple[torch.Tens
     return w, tuple(w.shape)
 
 
-# Past this many positions a side, Head detail draws scores and logits as pictures (the wire's
-# ~1 MB a change: bench/long_latency.py); the weights keep their numbers up to a 512 window.
-NUMBERS_SIDE = 256
-HEAD_IMAGE_SIDE = 256  # pixels a side of the overview's chosen head on a long input
-
-
-def head_image_figure(trace: Trace, sel: Selection, side: int = HEAD_IMAGE_SIDE) -> go.Figure:
-    """The overview's chosen head on a long input: its weights as a compact image (see
-    images.weights_image), coloured like the thumbnails above it. Head detail has the numbers."""
+def head_image_figure(trace: Trace, sel: Selection) -> go.Figure:
+    """The overview's chosen head on a long input: its weights as a picture (pooled to at most
+    PICTURE_SIDE a side), coloured like the thumbnails above it: tens of kilobytes on a head
+    change where three maps of numbers were megabytes. Head detail has the numbers."""
     tr, layer, head, n = sel.tr, sel.layer, sel.head, _n(trace)
-    w, shape = head_map(trace, layer, head, side)  # [q, k], or pooled for a lean trace
-    return images.weights_image(
-        w,
-        trace.key_tokens,
-        trace.tokens,
-        shape=shape,
-        title=tr("ex.overview_head_title", l=layer, h=head),
-        side=side,
-        gamma=overview_gamma(trace, sel.scale),
-        height=min(900, max(560, 2 * min(n, side) + 160)),
-        x_title=tr("w.key"),
-        y_title=tr("w.query"),
-    )
+    w, _ = head_map(trace, layer, head, PICTURE_SIDE)
+    colour = Colour(gamma=overview_gamma(trace, sel.scale))
+    height = min(900, max(560, 2 * min(n, PICTURE_SIDE) + 160))
+    frame = Frame(tr("ex.overview_head_title", l=layer, h=head), height)
+    x, y = Axis(trace.key_tokens, tr("w.key")), Axis(trace.tokens, tr("w.query"))
+    return draw_map(w, x, y, colour, Marks(values=False), frame)
+
+
+def overview_head_is_picture(trace: Trace) -> bool:
+    """Whether the overview shows its chosen head as a picture (a long input) rather than as
+    Head detail's three maps of numbers."""
+    return is_long(_n(trace))
 
 
 def overview_gamma(trace: Trace, mode: str | None) -> float:
-    mode = mode or default_scale(_n(trace))
-    return {"power": GAMMA, "log": GAMMA / 2, "fixed": 1.0, "max": 1.0}[mode]
+    return scale_gamma(mode or default_scale(_n(trace)))
 
 
 def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
@@ -203,76 +206,53 @@ def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
         finite = all_logits[torch.isfinite(all_logits)]
         bound_scores = float(all_scores.abs().max())
         bound_logits = float(finite.abs().max()) if finite.numel() else None
-    long = hi - lo > LONG
+    long = is_long(hi - lo)
     # Short: three panels side by side. Long: the weights across the page, sized to n; the
-    # scores and logits below, side by side. Labels every k-th token from the pixels there are.
+    # scores and logits below, side by side. Labels every k-th token from the pixels there are;
+    # drawn as pictures, a third of the page's width each: 12 labels a side stay apart at 1280 px.
     big = min(900, max(560, 2 * (hi - lo) + 160))
     side_h = 560 if long else 420
-    common = dict(
-        x_title=tr("w.key"), y_title=tr("w.query"), start=(lo, lo), x_tokens=trace.key_tokens[ks],
-        y_tokens=trace.tokens[qs],
-    )  # fmt: skip
+    x = Axis(trace.key_tokens[ks], tr("w.key"), lo, ticks=None, picture_ticks=12)
+    y = Axis(trace.tokens[qs], tr("w.query"), lo, ticks=None, picture_ticks=12)
+    marks = Marks()
     if mark is not None and lo <= mark[0] < hi and lo <= mark[1] < hi:
         # the query row and key column "open in Head detail" came from
-        common.update(highlight_row=mark[0] - lo, highlight_col=mark[1] - lo)
-    small = dict(common, height=side_h, auto_ticks=True)
+        marks = Marks(row=mark[0] - lo, col=mark[1] - lo)
+    note = tr("long.colour_only", most=PICTURE_SIDE)
     weights = lt.block("weights", head, qs, ks)  # [q, k] window
-    if hi - lo > NUMBERS_SIDE:
-        # A wide window: scores and logits in colour only (each ~1 MB as numbers at 512); the
-        # weights keep their numbers, and the CSV has the window's.
-        # a third of the page's width each: 12 labels a side stay apart at 1280 px
-        picture = dict(
-            start=(lo, lo), height=side_h, x_title=tr("w.key"), y_title=tr("w.query"),
-            max_ticks=12,
-        )  # fmt: skip
-        note = tr("long.colour_only", most=NUMBERS_SIDE)
-        pictures = [
-            images.signed_image(
-                matrix,
-                trace.key_tokens[ks],
-                trace.tokens[qs],
-                bound=bound,
-                title=title + note,
-                **picture,
-            )  # fmt: skip
-            for matrix, bound, title in (
-                (scores, bound_scores, tr("w.scores")),
-                (logits, bound_logits, tr("w.logits") + f" · × {lt.scale:.4g}"),
-            )
-        ]
-    else:
-        pictures = [
-            heatmaps.heatmap(
-                scores,  # [q, k] window
-                title=tr("w.scores"),
-                value_name="q·k",
-                signed=True,
-                zmin=None if bound_scores is None else -bound_scores,
-                zmax=bound_scores,
-                **small,
-            ),
-            heatmaps.heatmap(
-                logits,  # [q, k] window
-                title=tr("w.logits") + f" · × {lt.scale:.4g}",
-                value_name="logit",
-                signed=True,
-                zmin=None if bound_logits is None else -bound_logits,
-                zmax=bound_logits,
-                show_y_labels=long,
-                **small,
-            ),
-        ]
+    logit_title = tr("w.logits") + f" · × {lt.scale:.4g}"
+    unlabelled = Axis(**{**y.__dict__, "labels": long})  # the left map's labels serve all three
     return [
-        *pictures,
-        heatmaps.heatmap(
-            weights,
-            title=tr("w.weights"),
-            value_name=tr("w.weights"),
-            show_y_labels=long,
-            **dict(small, height=big if long else side_h),
-            **colour_kwargs(weights, "fixed" if shared else mode, tr),
-        ),
-    ]
+        draw_map(scores, x, y, Colour.diverging("q·k", bound_scores), marks,
+                 Frame(tr("w.scores"), side_h, note)),
+        draw_map(logits, x, unlabelled, Colour.diverging("logit", bound_logits), marks,
+                 Frame(logit_title, side_h, note)),
+        draw_map(weights, x, unlabelled, weights_colour(weights, "fixed" if shared else mode, tr),
+                 Marks.of_mask(lt.block("mask", head, qs, ks), row=marks.row, col=marks.col),
+                 Frame(tr("w.weights"), big if long else side_h)),
+    ]  # fmt: skip
+
+
+def lines_figures(trace: Trace, sel: Selection) -> go.Figure:
+    """One head's weights as lines between the query and key tokens (the Lines view), with the
+    page's default threshold and layout."""
+    rows, tr = is_cjk(trace.tokens), sel.tr
+    n = _n(trace)
+    pick = LinesPick((sel.head,), default_threshold(n))
+    title = tr("lv.lines_title_rows" if rows else "lv.lines_title", l=sel.layer)
+    look = LinesLook(rows, 1100 if rows else None, tr("w.query"), tr("w.key"), tr("ex.head"), title)
+    return layer_lines(trace, sel.layer, pick, look)
+
+
+def reachable(trace: Trace) -> torch.Tensor | None:
+    """Which inputs can reach which token through the layers (rollout's cells that are not 0 by
+    the mask): a key no layer lets the query see, itself excepted, never is. [q, k] or None"""
+    if any(lt.lean for lt in trace.layers) or all(lt.mask is None for lt in trace.layers):
+        return None
+    seen = torch.eye(len(trace.tokens), len(trace.key_tokens), dtype=torch.bool)  # the residual
+    for lt in trace.layers:
+        seen |= lt.block("mask", 0)
+    return seen
 
 
 def rollout_figures(trace: Trace, sel: Selection, residual: bool = True) -> list[go.Figure]:
@@ -284,18 +264,14 @@ def rollout_figures(trace: Trace, sel: Selection, residual: bool = True) -> list
     n = len(trace.tokens)
     mode = sel.scale or default_scale(n)
     matrix = rolled[layer]  # [q, k]
-    heat = heatmaps.heatmap(
+    height = min(900, max(420, 12 * n + 160)) if n > 24 else 460
+    heat = draw_map(
         matrix,
-        trace.key_tokens,
-        trace.tokens,
-        title=tr("lv.rollout_title", l=layer),
-        value_name=tr("lv.rollout_value"),
-        height=min(900, max(420, 12 * n + 160)) if n > 24 else 460,
-        x_title=tr("lv.input_token"),
-        y_title=tr("w.query"),
-        highlight_row=query,
-        auto_ticks=True,
-        **colour_kwargs(matrix, mode, tr, tr("lv.rollout_value")),
+        Axis(trace.key_tokens, tr("lv.input_token"), ticks=None),
+        Axis(trace.tokens, tr("w.query"), ticks=None),
+        weights_colour(matrix, mode, tr, tr("lv.rollout_value")),
+        Marks.of_mask(reachable(trace), row=query),
+        Frame(tr("lv.rollout_title", l=layer), height),
     )
     bars = charts.bars(
         matrix[query],
@@ -315,10 +291,11 @@ def query_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
     """Where one query looks (bars), its q vector, and q_i·k_i for every key (One query)."""
     tr, head, query = sel.tr, sel.head, sel.query
     lt = trace.layers[sel.layer]
-    kv = head // (lt.n_heads // lt.n_kv_heads)
+    kv = lt.kv_head(head)
     q = lt.head("q", head)[query]  # [d_head]
     k = lt.head("k", kv)  # [k, d_head]
     dims = [str(i) for i in range(q.shape[0])]
+    long = is_long(k.shape[0])
     return [
         charts.bars(
             lt.block("weights", head, [query])[0],  # [k]
@@ -327,30 +304,22 @@ def query_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
             highlight=query if not trace.is_cross else None,
             value_name=tr("w.weights"),
         ),
-        heatmaps.heatmap(
+        draw_map(
             q.unsqueeze(0),
-            dims,
-            [trace.tokens[query]],
-            title=tr("ex.q_vector"),
-            value_name="q",
-            signed=True,
-            height=200,
-            max_ticks=8,
-            x_title=tr("w.dim"),
-            y_title=tr("w.query"),
+            Axis.dims(len(dims), tr("w.dim"), ticks=8),
+            Axis([trace.tokens[query]], tr("w.query")),
+            Colour.diverging("q"),
+            Marks(),
+            Frame(tr("ex.q_vector"), 200),
         ),
-        heatmaps.heatmap(
+        draw_map(
             k * q,  # [k, d_head]: each row sums to that key's q·k
-            dims,
-            trace.key_tokens,
-            title=tr("ex.qk_products"),
-            value_name="q_i·k_i",
-            signed=True,
+            Axis.dims(len(dims), tr("w.dim"), ticks=16 if not long else 32),
+            Axis(trace.key_tokens, tr("w.key"), ticks=16 if not long else 32),
+            Colour.diverging("q_i·k_i"),
+            Marks(),
             # a long input: every key in a page-high map (22 px a key would be 90,000 px)
-            height=max(260, 22 * k.shape[0]) if k.shape[0] <= LONG else 900,
-            max_ticks=16 if k.shape[0] <= LONG else 32,
-            x_title=tr("w.dim"),
-            y_title=tr("w.key"),
+            Frame(tr("ex.qk_products"), 900 if long else max(260, 22 * k.shape[0])),
         ),
     ]
 
@@ -362,23 +331,23 @@ def link_figure(trace: Trace, sel: Selection) -> go.Figure:
         torch.stack([lt.block("weights", h, [query], [key])[0, 0] for h in range(lt.n_heads)])
         for lt in trace.layers
     ])  # [layer, head]  # fmt: skip
-    fig = heatmaps.heatmap(
+    top = float(grid.max())
+    # a layer whose mask hides the key from the query: "–" in all its heads, not 0.00
+    allowed = torch.stack([lt.block("mask", 0, [query], [key])[0, 0] for lt in trace.layers])
+    allowed = allowed.unsqueeze(1).expand_as(grid)  # [layer, head]
+    fig = draw_map(
         grid,
-        [f"H{h}" for h in range(grid.shape[1])],
-        [f"L{la}" for la in range(grid.shape[0])],
-        title=tr("ex.link_title", q=trace.tokens[query], k=trace.key_tokens[key]),
-        value_name=tr("w.weights"),
-        zmin=0.0,
-        zmax=max(float(grid.max()), 1e-6),
-        show_values=grid.numel() <= 400,
+        Axis([f"H{h}" for h in range(grid.shape[1])], tr("ex.head")),
+        Axis([f"L{la}" for la in range(grid.shape[0])], tr("pg.layer")),
         # a long input's weights are ~1/n: two decimals would print 0.00 in every cell
-        value_format=".2f" if float(grid.max()) >= 0.05 else ".2g",
-        height=90 + 34 * grid.shape[0],
-        x_title=tr("ex.head"),
-        y_title=tr("pg.layer"),
-    )
+        Colour(zmin=0.0, zmax=max(top, 1e-6), value=tr("w.weights"),
+               digits=".2f" if top >= 0.05 else ".2g"),
+        Marks.of_mask(allowed, numbers=True),
+        Frame(tr("ex.link_title", q=trace.tokens[query], k=trace.key_tokens[key]),
+              90 + 34 * grid.shape[0]),
+    )  # fmt: skip
     fig.update_xaxes(tickangle=0)
-    heatmaps.mark_cells(fig, sorted(silenced(trace)))
+    mark_cells(fig, sorted(silenced(trace)))
     return fig
 
 
@@ -391,13 +360,8 @@ def outputs_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
         (lt.output, tr("ex.output_title"), "output"),
     )
     return [
-        heatmaps.vectors(
-            matrix,
-            trace.tokens,
-            title=title,
-            value_name=name,
-            y_title=tr("w.query"),
-            x_title=tr("w.dim"),
-        )
+        draw_map(matrix, Axis.dims(matrix.shape[-1], tr("w.dim")),
+                 Axis(trace.tokens, tr("w.query"), ticks=16), Colour.diverging(name), Marks(),
+                 Frame(title, 420))
         for matrix, title, name in panels
-    ]
+    ]  # fmt: skip

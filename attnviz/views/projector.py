@@ -38,15 +38,18 @@ def enlarge(fig: go.Figure, factor: float = FACTOR) -> go.Figure:
 
     fig.for_each_xaxis(axis)
     fig.for_each_yaxis(axis)
+    for note in fig.layout.annotations:  # a y title set upright (attnviz.views.spec.upright)
+        note.font.size = _grow(note.font.size, BASE_TICKS, factor)
     for trace in fig.data:
         if "textfont" in trace and trace.textfont.size:
-            grow = factor
-            if trace.type in ("heatmap", "scatter") and trace.x is not None:
-                # numbers in cells: past 6 columns a bigger font would run them together
-                grow = factor if len(set(trace.x)) <= 6 else 1.0
-            trace.textfont.size = _grow(trace.textfont.size, BASE_FONT, grow)
+            # every number in a cell grows: a page gives a wide matrix a row of its own in
+            # projector mode (and fewer decimals), so bigger digits do not run together
+            trace.textfont.size = _grow(trace.textfont.size, BASE_FONT, factor)
         if trace.type == "heatmap" and trace.colorbar is not None:
             trace.colorbar.tickfont.size = _grow(trace.colorbar.tickfont.size, BASE_TICKS, factor)
+            if trace.colorbar.title.text:
+                bar = trace.colorbar.title.font
+                bar.size = _grow(bar.size, BASE_TICKS, factor)
         if trace.type == "scatter" and trace.mode and "text" in trace.mode and trace.marker.size:
             # labelled markers (the sharing diagram's Q0 / KV0) grow with their text
             trace.marker.size = _grow(trace.marker.size, 10, factor)

@@ -8,6 +8,7 @@ import functools
 import html
 import json
 import os
+import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -88,7 +89,39 @@ def tick_step(n: int, room: int = 48) -> int:
 
 def apply_layout(fig: go.Figure, title: str, height: int | None) -> go.Figure:
     fig.update_layout(**layout_dict(title, height, {}))
+    y_title = fig.layout.yaxis.title.text
+    if y_title and WIDE.search(y_title):  # upright, above the axis (see `upright`)
+        fig.update_yaxes(title_text="")
+        fig.add_annotation(_upright_title(y_title))
+        fig.update_layout(margin_t=fig.layout.margin.t + UPRIGHT_PX)
     return fig
+
+
+# Chinese, Japanese and Korean characters (and their full-width forms)
+WIDE = re.compile("[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+UPRIGHT_PX = 18  # room above the plot for a y title set upright
+
+
+def _upright_title(text: str) -> dict:
+    return dict(
+        text=text, xref="paper", yref="paper", x=0, y=1, xanchor="right", yanchor="bottom",
+        showarrow=False, font=dict(size=12),
+    )  # fmt: skip
+
+
+def upright(layout: dict) -> dict:
+    """Plotly turns every y axis title by 90°, which lays Chinese characters on their side: a y
+    title in CJK goes above the axis instead, upright, at the top of the tick labels."""
+    for name in [k for k in layout if k.startswith("yaxis")]:
+        title = layout[name].get("title")
+        text = title.get("text") if isinstance(title, dict) else title
+        if text and WIDE.search(text):
+            layout[name] = dict(
+                layout[name], title=dict(title, text="") if isinstance(title, dict) else ""
+            )
+            layout.setdefault("annotations", []).append(_upright_title(text))
+            layout["margin"] = dict(layout["margin"], t=layout["margin"]["t"] + UPRIGHT_PX)
+    return layout
 
 
 def figure(data: list[dict], layout: dict) -> go.Figure:
@@ -159,11 +192,15 @@ def layout_dict(title: str, height: int | None, extra: dict) -> dict:
     # A "\n" in a title breaks its line: plotly never wraps one, and a title wider than a chart
     # in a third of a 1280 px page was cut off ("Size of the softmax gradient ‖diag(p) − p…").
     text = html.escape(title, quote=False).replace("\n", "<br>")
-    return dict(
-        title=dict(text=text, x=0, xanchor="left", font=dict(size=15)),
-        margin=dict(l=10, r=10, t=40 + TITLE_LINE_PX * title.count("\n") if title else 10, b=10),
-        font=FONT,
-        height=height,
-        plot_bgcolor="white",
-        **extra,
+    return upright(
+        dict(
+            title=dict(text=text, x=0, xanchor="left", font=dict(size=15)),
+            margin=dict(
+                l=10, r=10, t=40 + TITLE_LINE_PX * title.count("\n") if title else 10, b=10
+            ),
+            font=FONT,
+            height=height,
+            plot_bgcolor="white",
+            **extra,
+        )
     )

@@ -6,11 +6,23 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
 from attnviz.views.colour import HIGHLIGHT, PALETTE
 from attnviz.views.spec import apply_layout
+
+
+@dataclass(frozen=True)
+class Guides:
+    """Lines drawn over curves: a dashed horizontal `threshold` named `threshold_name`, and
+    `marks`, name -> x of a dotted vertical line labelled with the name (e.g. the step where an
+    induction head appeared)."""
+
+    threshold: float | None = None
+    threshold_name: str = ""
+    marks: dict[str, float] | None = None
 
 
 def curves(
@@ -20,15 +32,13 @@ def curves(
     x_title: str,
     y_title: str,
     log_y: bool = False,
-    threshold: float | None = None,
-    threshold_name: str = "",
-    marks: dict[str, float] | None = None,
+    guides: Guides = Guides(),
     height: int = 340,
     from_zero: bool = True,
 ) -> go.Figure:
-    """Named lines, each (x, y) of its own (runs may stop at different steps). `threshold`: a
-    dashed horizontal line; `marks`: name -> x of a dotted vertical line labelled with the name
-    (e.g. the step where an induction head appeared); `from_zero`: the x axis starts at 0."""
+    """Named lines, each (x, y) of its own (runs may stop at different steps), with `guides`;
+    `from_zero`: the x axis starts at 0."""
+    threshold, threshold_name, marks = guides.threshold, guides.threshold_name, guides.marks
     fig = go.Figure()
     for i, (name, (x, y)) in enumerate(series.items()):
         fig.add_trace(

@@ -136,9 +136,9 @@ _LAYOUT = """() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')]
 class Page:
     """One browser tab on the app, with waits that know Streamlit."""
 
-    def __init__(self, browser, url: str, width: int = 1280, height: int = 800) -> None:
-        self.url = url
-        self.page = browser.new_page(viewport={"width": width, "height": height})
+    def __init__(self, browser, url: str, width: int = 1280, height: int = 800, **options) -> None:
+        self.url = url  # options: the tab's own, e.g. locale="zh-CN" (Browser.new_page)
+        self.page = browser.new_page(viewport={"width": width, "height": height}, **options)
         self.size = f"{width}x{height}"
 
     def open(self, path: str = "") -> Page:

@@ -49,7 +49,7 @@ def test_grid_click_picks_a_head_and_opens_head_detail(page) -> None:
     detail.page.wait_for_load_state()
     detail.wait_count(CHART, 1, timeout=120, at_least=True)
     detail.settle()
-    assert "/bert" in detail.page.url and "mark=" in detail.page.url
+    assert "/pretrained" in detail.page.url and "mark=" in detail.page.url
     assert "Outlined" in detail.page.inner_text("body")
     detail.shot("atlas-opened-in-head-detail")
     detail.page.close()

@@ -37,7 +37,7 @@ def test_every_view_at_two_sizes(view: str, page) -> None:
 
 
 def test_clicking_a_thumbnail_opens_that_head(page) -> None:
-    page.open("bert")  # overview of 6 layers x 12 heads
+    page.open("pretrained")  # overview of 6 layers x 12 heads
     points = page.page.locator('[data-testid="stPlotlyChart"] .scatterlayer .point')
     assert page.wait_count('[data-testid="stPlotlyChart"] .scatterlayer .point', 72, 60) == 72
     points.nth(2 * 12 + 5).click(force=True)  # layer 2, head 5

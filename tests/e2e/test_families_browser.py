@@ -44,13 +44,13 @@ def _build(tmp_path_factory) -> dict[str, str]:
 def test_decoder_page_and_next_token_diff(folders, page) -> None:
     p = page
     model = quote(folders["llama"], safe="")
-    p.open(f"bert?model={model}&device=cpu")
+    p.open(f"pretrained?model={model}&device=cpu")
     for _ in p.sizes():
         assert p.wait_count(CHARTS, 5, timeout=90, at_least=True) >= 5
         assert "llama · decoder (causal)" in p.page.inner_text("body")
         assert "2 K/V heads (GQA)" in p.page.inner_text("body")
         p.shot("pretrained-llama")
-    p.open(f"bert?model={model}&device=cpu&b_ablate=L1H0&b_ablate=L1H2&view=detail")
+    p.open(f"pretrained?model={model}&device=cpu&wi_silence=L1H0&wi_silence=L1H2&view=detail")
     for _ in p.sizes():
         assert p.wait_count('[data-testid="stMetric"]', 3, timeout=60) == 3  # the what-if row
         # the legend of the next-token chart, drawn after the script ends
@@ -61,7 +61,7 @@ def test_decoder_page_and_next_token_diff(folders, page) -> None:
 def test_encoder_decoder_cross_attention(folders, page) -> None:
     p = page
     model = quote(folders["bart"], safe="")
-    p.open(f"bert?model={model}&device=cpu&b_part=cross&view=heads")
+    p.open(f"pretrained?model={model}&device=cpu&part=cross&view=heads")
     for _ in p.sizes():
         assert p.wait_count(CHARTS, 5, timeout=90, at_least=True) >= 5
         assert p.page.get_by_text("Cross-attention").count() >= 1
@@ -76,7 +76,7 @@ def test_sharing_page_real_grouping(folders, big_page) -> None:
 
 def test_decoder_page_in_chinese(folders, big_page) -> None:
     model = quote(folders["llama"], safe="")
-    big_page.open(f"bert?model={model}&device=cpu&lang=中文&b_scale=false")
+    big_page.open(f"pretrained?model={model}&device=cpu&lang=中文&wi_scale=false")
     assert big_page.wait_count('[data-testid="stMetric"]', 3, timeout=90) == 3  # the what-if row
     big_page.page.get_by_text("原模型的 p").first.wait_for(timeout=30_000)  # chart legend
     body = big_page.page.inner_text("body")
@@ -85,7 +85,7 @@ def test_decoder_page_in_chinese(folders, big_page) -> None:
 
 
 def test_bundled_bert_still_loads_by_default(big_page) -> None:
-    big_page.open("bert")
+    big_page.open("pretrained")
     assert big_page.wait_count(CHARTS, 4, timeout=90, at_least=True) >= 4
     assert "bert · encoder · 6 layers × 12 heads · 12 K/V heads (MHA)" in big_page.page.inner_text(
         "body"

@@ -22,6 +22,14 @@ def test_generate_opens_the_run_and_step_of_its_link(page, lang: str) -> None:
         assert len(values) == 4 and values[2].endswith("KiB")
         title = "Step 3" if lang == "English" else "第 3 步"
         assert p.page.get_by_text(title).count() >= 1
+        # Every generated token drawn, whitespace as ␣ / ⏎ (issue 34): one character a token
+        # of the character model.
+        said = "Generated (6 tokens):" if lang == "English" else "生成（6 个词元）："
+        line = p.page.get_by_text(said).first.evaluate("e => e.parentElement.innerText")
+        made = line.split(said, 1)[1].strip()
+        assert len(made) == 6 and not any(c.isspace() for c in made), line
+        prompt = p.page.locator('[data-testid="stMain"] textarea').first.input_value()
+        assert prompt == ("The cat sat on the mat and" if lang == "English" else "床前明月光，")
         p.shot(f"generate-{LANGS[lang]}")
 
 
@@ -55,9 +63,17 @@ def test_lab_trains_both_sections(page, projector: bool) -> None:
 
 
 def test_lab_in_chinese_and_its_stop_button(big_page) -> None:
+    # Issue 34: a link asking for 1000 ÷√d_k steps at d_k 256 got the refusal twice and Train
+    # disabled; the slider now ends where the budget does. Stop answers within its own rerun.
     p = big_page
-    p.open("lab?lang=中文&lab_steps=2000")
-    p.page.locator('[data-testid="stButton"] button').filter(has_text="训练").first.click()
+    p.open("lab?lang=中文&lab_steps=2000&sc_steps=1000")
+    steps = p.page.locator('input[type="range"][aria-label="训练步数"]').nth(1)
+    assert int(steps.get_attribute("max")) < 1000
+    assert steps.get_attribute("max") == steps.input_value()
+    assert p.count('[data-testid="stAlertContentError"]') == 0
+    train = p.page.locator('[data-testid="stButton"] button').filter(has_text="训练")
+    assert train.nth(1).is_enabled()
+    train.first.click()
     time.sleep(4)
     p.page.locator('[data-testid="stButton"] button').filter(has_text="停止").first.click()
     deadline = time.time() + 30
@@ -65,4 +81,6 @@ def test_lab_in_chinese_and_its_stop_button(big_page) -> None:
         time.sleep(0.5)
     assert p.page.get_by_text("已停止").count() == 1
     p.settle()
-    p.shot("lab-zh-stopped")
+    for _ in p.sizes(((1920, 1080), (1280, 800))):
+        assert train.first.is_enabled()
+        p.shot("lab-zh-stopped")

@@ -23,7 +23,7 @@ LINK = {
 
 # Each page is opened once, then checked and shot at both window sizes (Page.sizes).
 def test_model_name_is_shown_literally(page) -> None:
-    page.open(f"bert?model={quote(EVIL)}")
+    page.open(f"pretrained?model={quote(EVIL)}")
     for _ in page.sizes():
         alert = page.page.locator('[data-testid="stAlertContentError"]').first
         alert.wait_for(timeout=30_000)
@@ -69,7 +69,7 @@ def public_server():
 
 
 def test_public_mode_offers_a_list_and_hides_paths(browser, public_server) -> None:
-    page = Page(browser, public_server).open("bert?model=%2Fetc")
+    page = Page(browser, public_server).open("pretrained?model=%2Fetc")
     try:
         for _ in page.sizes():
             box = page.page.get_by_role("combobox", name="Model (this server's list)")

@@ -14,7 +14,7 @@ def _count(p) -> int:
 
 
 def _check(p) -> None:
-    p.open("bert?view=lines&layer=4&lines_heads=5")
+    p.open("pretrained?view=lines&layer=4&lines_heads=5")
     p.page.locator(LINES).wait_for(timeout=60_000)
     live = p.page.locator(".attnviz").first
     live.scroll_into_view_if_needed()

@@ -45,7 +45,7 @@ def _press(p, label: str, key: str) -> None:
 def test_view_picker_keeps_its_view_after_a_bad_model_and_an_empty_sentence(page) -> None:
     # Defect 5: after a failed load (or an empty sentence) the picker showed no view, and the next
     # change dropped the page back to the overview.
-    page.open("bert")
+    page.open("pretrained")
     page.page.locator(VIEW).filter(has_text="Head detail").click()
     _wait(page)
     assert _selected_views(page) == ["Head detail"]
@@ -64,7 +64,7 @@ def test_view_picker_keeps_its_view_after_a_bad_model_and_an_empty_sentence(page
 
 def test_failed_model_load_says_it_failed(page) -> None:
     # Defect 13: the status kept reading "Finding no-such-org/..." after the load had failed.
-    page.open("bert")
+    page.open("pretrained")
     _type(page, MODEL, "no-such-org/no-such-model-xyz")
     status = page.page.locator('[data-testid="stExpander"]').first.inner_text()
     assert "Finding" not in status and "Loading" not in status
@@ -73,7 +73,7 @@ def test_failed_model_load_says_it_failed(page) -> None:
 
 def test_embedding_cosine_label_is_not_cut_at_1280(page) -> None:
     # Defect 13: "Sentence embedding cosine t…" was cut at 1280 px.
-    page.open("bert?b_scale=false")
+    page.open("pretrained?wi_scale=false")
     label = page.page.locator('[data-testid="stMetricLabel"]').first
     label.wait_for()
     cut = label.evaluate(
@@ -109,3 +109,23 @@ def test_playground_settings_survive_a_visit_to_another_page(page) -> None:
     assert _slider(page, "Heads h").get_attribute("aria-valuetext") == "8"
     assert _slider(page, "K/V heads").get_attribute("aria-valuetext") == "1"
     assert "heads=8" in page.page.url and "kv=1" in page.page.url
+
+
+def test_an_old_bert_link_opens_the_pretrained_page_with_todays_keys(page) -> None:
+    """The Pretrained page was /bert with b_* keys: a link saved then still opens the same view,
+    and the address bar moves to today's path and names."""
+    page.open("bert?b_ablate=L3H1&b_scale=false&view=overview")
+    deadline = time.time() + 30
+    while "/pretrained" not in page.page.url and time.time() < deadline:
+        time.sleep(0.2)
+    page.settle()
+    url = page.page.url
+    assert "/pretrained" in url and "/bert" not in url
+    assert "wi_silence=L3H1" in url and "wi_scale=false" in url and "b_ablate" not in url
+    assert "b_scale" not in url and "b_" not in url.split("?", 1)[1]
+    main = page.page.locator('[data-testid="stMain"]')
+    main.get_by_text("Silencing L3H1").first.wait_for(timeout=120_000)  # the bundled model loads
+    page.settle()  # the what-if took the old link's silenced head
+    assert not page.page.locator('[data-testid="stException"]').count()
+    for sized in page.sizes():
+        sized.shot("old-bert-link")

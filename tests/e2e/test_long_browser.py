@@ -43,7 +43,7 @@ OVERLAPS = """() => {
 
 
 def url(view: str, **extra: str) -> str:
-    return "bert?" + urllib.parse.urlencode({"view": view, "text": LONG, **extra})
+    return "pretrained?" + urllib.parse.urlencode({"view": view, "text": LONG, **extra})
 
 
 def assert_legible(p, view: str) -> list[dict]:

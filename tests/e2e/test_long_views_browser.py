@@ -13,7 +13,7 @@ pytestmark = pytest.mark.e2e
 
 
 def test_link_then_head_detail_at_4096_tokens(page, llama) -> None:  # noqa: F811
-    page.open(f"bert?model={llama}&view=link&query=2000&link_key=1990")  # past the sentence
+    page.open(f"pretrained?model={llama}&view=link&query=2000&link_key=1990")  # past the sentence
     _wait_text(page, "tokens traced")
     page.wait_count('[data-testid="stPlotlyChart"]', 1, timeout=60, at_least=True)
     _paste_4096(page)

@@ -27,6 +27,6 @@ def test_lesson_links_walk_the_classroom_pages(page) -> None:
         page.settle()
         seen.append(page.page.url.split("/")[-1].split("?")[0])
     assert seen == [
-        "step_by_step", "why_scale", "masks", "multihead", "sharing", "positions", "bert",
+        "step_by_step", "why_scale", "masks", "multihead", "sharing", "positions", "pretrained",
     ]  # fmt: skip
     page.shot("lesson-end")

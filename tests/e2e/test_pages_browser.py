@@ -2,29 +2,32 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
-from tests.e2e.conftest import ROOT
+from tests.apphelpers import pages as app_pages
+from tests.e2e.conftest import ROOT, Page, app_process
 
 HEATMAPS = '[data-testid="stPlotlyChart"] .heatmaplayer'
 
 
 # Each page is opened once and checked and shot at both window sizes (Page.sizes).
-def test_bert_page_overview_and_what_if(page) -> None:
+def test_pretrained_page_overview_and_what_if(page) -> None:
     p = page
-    p.open("bert")
+    p.open("pretrained")
     for _ in p.sizes():
         assert p.wait_count('[data-testid="stPlotlyChart"]', 4, timeout=90, at_least=True) >= 4
         p.shot("bert")
-    p.open("bert?b_scale=false&b_mask=2%3A+animal")
+    p.open("pretrained?wi_scale=false&wi_hide=2%3A+animal")
     for _ in p.sizes():
         assert p.wait_count('[data-testid="stMetric"]', 3, timeout=60) == 3
         assert "0." in p.page.locator('[data-testid="stMetricValue"]').first.inner_text()
         p.shot("bert-what-if")
 
 
-def test_bert_page_toggle_scaling_in_the_browser(page) -> None:
-    page.open("bert")
+def test_pretrained_page_toggle_scaling_in_the_browser(page) -> None:
+    page.open("pretrained")
     assert page.count('[data-testid="stMetric"]') == 0
     page.page.get_by_text("What if…").first.click()  # the knobs are folded away by default
     page.page.get_by_text("÷ √d_k").first.click()
@@ -66,10 +69,55 @@ def test_lesson_pages(name: str, page) -> None:
         p.shot(f"{name}-zh")
 
 
+def _next(p) -> None:
+    p.page.locator('[data-testid="stPageLink"] a').last.click()  # the lesson's Next link
+    p.settle()
+
+
+def test_streamlit_run_app_py_from_the_repository_root(browser, tmp_path) -> None:
+    # Issue 34 item 7: the command every Streamlit user tries first starts the same app, and its
+    # lesson links (resolved against the main script's folder by Streamlit) lead on: Next from
+    # Why √d_k opens Masks as the lesson's link for it does, with 我爱水课.
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--browser.gatherUsageStats",
+               "false"]  # fmt: skip
+    with app_process(command, tmp_path / "root-app.log", ROOT) as (url, _):
+        p = Page(browser, url)
+        try:
+            p.open("why_scale")
+            _next(p)
+            assert p.page.url.split("?")[0].endswith("/masks"), p.page.url
+            assert "text=%E6%88%91%E7%88%B1%E6%B0%B4%E8%AF%BE" in p.page.url  # 我爱水课
+            for _ in p.sizes():
+                assert p.page.locator("h1").filter(has_text="Masks").count() == 1
+                assert p.wait_count(HEATMAPS, 1, timeout=60, at_least=True) >= 1
+                p.shot("root-app-masks")
+        finally:
+            p.close()
+
+
+def test_lesson_next_carries_only_what_the_next_page_means(page) -> None:
+    # Issue 34: Next x4 from the Masks page's lesson link reached the Pretrained finale with
+    # 我爱水课 and its English pair: Link two tokens showed "courses" -> "love". Each Next now
+    # opens its page as the lesson's link for it does; the finale opens on it -> animal (in
+    # Chinese too: the bundled English model keeps the English sentence).
+    p = page
+    p.open("masks?text=我爱水课&pair=I+really+love+easy+courses&lang=中文")
+    for _ in range(4):  # Multi-head & cost, MHA · MQA · GQA, Positions & norms, BERT
+        _next(p)
+    assert p.page.url.split("?")[0].endswith("/pretrained"), p.page.url
+    assert "text=" not in p.page.url and "pair=" not in p.page.url, p.page.url
+    picked = p.page.locator('[data-testid="stSelectbox"] input')
+    p.wait_count('[data-testid="stSelectbox"]', 5, timeout=120, at_least=True)
+    for _ in p.sizes():
+        chosen = picked.evaluate_all("es => es.map(e => e.value)")
+        assert "10: it" in chosen and "2: animal" in chosen, chosen
+        p.shot("lesson-end-zh")
+
+
 def test_every_page_is_in_the_navigation(page) -> None:
     page.open()
     links = page.page.locator('[data-testid="stSidebarNav"] a')
-    pages = (ROOT / "attnviz" / "app.py").read_text(encoding="utf-8").count("st.Page(")
+    pages = len(app_pages())
     assert pages == 11  # Explore: 4 (with Generate and Head atlas); Lesson path: 7 (Training lab)
     assert links.count() == pages
     for i in range(pages):

@@ -16,7 +16,7 @@ from tests.e2e.conftest import Page
 
 PAGES = [
     "playground",
-    "bert",
+    "pretrained",
     "step_by_step",
     "why_scale",
     "masks",

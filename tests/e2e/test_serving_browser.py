@@ -7,7 +7,7 @@ IMAGE = '[data-testid="stPlotlyChart"] .imagelayer image'
 
 def test_bert_overview_png_is_drawn_and_kept_on_head_change(page) -> None:
     p = page
-    p.open("bert")
+    p.open("pretrained")
     for n, _ in enumerate(p.sizes(), start=1):  # at each window size, one more head to the right
         assert p.wait_count(IMAGE, 1, 60) == 1
         href = p.page.locator(IMAGE).first.get_attribute("href")
@@ -50,7 +50,7 @@ def test_the_first_visitor_of_make_run_gets_a_warm_page(browser) -> None:
         assert wait_healthy(url, 300, poll=0.1), "python -m attnviz.ui.launch never answered"
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         t0 = time.perf_counter()
-        page.goto(f"{url}/bert", wait_until="commit")
+        page.goto(f"{url}/pretrained", wait_until="commit")
         loading_seen = False
         while page.locator(IMAGE).count() == 0 and time.perf_counter() - t0 < 120:
             loading_seen |= page.get_by_text("Loading the model in the background").count() > 0

@@ -17,7 +17,7 @@ LINE = quote("床前明月光，疑是地上", safe="")
 def test_trained_model_opens_by_name(size: str, lang: str, request) -> None:
     p = request.getfixturevalue(size)
     p.open(
-        f"bert?model={NAME}&device=cpu&text={LINE}&lang={quote(lang)}&view=detail&layer=3&head=5"
+        f"pretrained?model={NAME}&device=cpu&text={LINE}&lang={quote(lang)}&view=detail&layer=3&head=5"
     )
     assert p.wait_count(CHARTS, 3, timeout=90, at_least=True) >= 3
     body = p.page.inner_text("body")

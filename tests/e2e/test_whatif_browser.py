@@ -11,9 +11,9 @@ def _views_top(page) -> float:
 
 
 def test_whatif_panel_keeps_the_views_near_the_top(page) -> None:
-    page.open("bert")
+    page.open("pretrained")
     plain = _views_top(page)
-    page.open("bert?b_ablate=L5H11&layer=5&head=11&view=detail")
+    page.open("pretrained?wi_silence=L5H11&layer=5&head=11&view=detail")
     with_panel = _views_top(page)
     # the old panel (knobs open, grid and diff always shown) put them ~900 px further down
     assert with_panel - plain < 420, (plain, with_panel)

@@ -19,15 +19,20 @@ _WHERE = {
         "BERT_FAMILY", "BLOCK_PATHS", "DEFAULT_NAME", "DEFAULT_PACKAGE", "KINDS", "POST_LN",
         "PRE_LN", "ROBERTA_POSITIONS", "SPECIAL_ROLES",
     ),
-    "intercept": ("IMPL", "Knobs", "Recording", "attnviz_attention"),
+    "intercept": ("IMPL", "Recording", "attnviz_attention"),
     "loading": ("Block", "LoadedModel", "load_model", "model_bytes", "resolve"),
-    "tracing": ("batches_texts", "embedding_cosine", "trace_batch", "trace_each", "trace_model"),
+    "preparing": ("Prepared", "batches_texts", "may_share", "prepare"),
+    "tracing": ("embedding_cosine", "trace_batch", "trace_each", "trace_model"),
 }  # fmt: skip
 _MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
-__all__ = sorted(_MODULE_OF)
+__all__ = sorted([*_MODULE_OF, "Knobs", "TraceRequest"])
 
 
 def __getattr__(name: str):
+    if name in ("Knobs", "TraceRequest"):  # what a trace is asked with (no transformers needed)
+        from attnviz.engine import request
+
+        return getattr(request, name)
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module 'attnviz.engine.hooked' has no attribute {name!r}")

@@ -10,7 +10,7 @@ from attnviz.engine.hooked.families import SPECIAL_ROLES
 from attnviz.engine.hooked.loading import LoadedModel
 
 
-def _encode(
+def encode(
     model: LoadedModel, texts: list[str], pairs: list[str] | None, limit: int
 ) -> tuple[dict[str, torch.Tensor], list[int]]:
     """Tokenized batch (truncated to `limit`, padded) and each item's untruncated length."""
@@ -30,7 +30,9 @@ def _encode(
     return dict(enc), [len(ids) for ids in full]
 
 
-def _special(model: LoadedModel, ids: list[int], attention: list[int]) -> dict[str, list[int]]:
+def special_positions(
+    model: LoadedModel, ids: list[int], attention: list[int]
+) -> dict[str, list[int]]:
     found = {}
     for label, attr in SPECIAL_ROLES.items():
         token_id = getattr(model.tokenizer, attr, None)
@@ -40,7 +42,7 @@ def _special(model: LoadedModel, ids: list[int], attention: list[int]) -> dict[s
     return found
 
 
-def _collate(model: LoadedModel, encs: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+def collate(model: LoadedModel, encs: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     """Single encodings ([1, n_i] each) as one batch padded on the right, as the tokenizer pads."""
     n = max(enc["input_ids"].shape[1] for enc in encs)
     pad_id = model.call_tokenizer.pad_token_id
@@ -52,10 +54,10 @@ def _collate(model: LoadedModel, encs: list[dict[str, torch.Tensor]]) -> dict[st
     return out
 
 
-def _decoder_inputs(model: LoadedModel, targets: list[str], limit: int) -> dict[str, torch.Tensor]:
+def decoder_inputs(model: LoadedModel, targets: list[str], limit: int) -> dict[str, torch.Tensor]:
     """What the decoder reads: its start token, then the target text's tokens (padded)."""
     start = model.model.config.decoder_start_token_id
-    enc, _ = _encode(model, targets, None, limit - 1)
+    enc, _ = encode(model, targets, None, limit - 1)
     ids = enc["input_ids"]  # [batch, m]
     first = torch.full((ids.shape[0], 1), start, dtype=ids.dtype)  # [batch, 1]
     ones = torch.ones_like(first)  # [batch, 1]

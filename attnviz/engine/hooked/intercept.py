@@ -17,27 +17,9 @@ from transformers.masking_utils import AttentionMaskInterface, prepare_padding_m
 
 from attnviz.engine.attention import attend
 from attnviz.engine.lean import MaskRule, attend_lean
+from attnviz.engine.request import Knobs
 
 IMPL = "attnviz"  # never "eager" or "sdpa": the registry is process-wide
-
-
-@dataclass(frozen=True)
-class Knobs:
-    """What-if settings of one call; travels to every layer as the `attnviz_knobs` keyword."""
-
-    use_scale: bool = True  # False: logits are raw q·k (scale 1)
-    temperature: float = 1.0  # logits are divided by it
-    ablate: frozenset[tuple[int, int]] = frozenset()  # (layer, head) whose z is zeroed before W_O
-    mask_tokens: tuple[int, ...] = ()  # key positions no query may attend to
-    # The attention blocks (layer numbers as in `ablate`) whose keys `mask_tokens` hides; None: all.
-    # An encoder-decoder hides source tokens: encoder self-attention and cross-attention only.
-    hide_in: frozenset[int] | None = None
-    # Record a lean trace (attnviz.engine.lean): q, k, v, z, the mask rule and the log-sum-exp,
-    # the output computed blockwise; no n x n tensor. tracing decides, by bytes (budget.lean_trace).
-    lean: bool = False
-
-    def heads_off(self, layer: int) -> list[int]:
-        return sorted(h for (i, h) in self.ablate if i == layer)
 
 
 @dataclass

@@ -91,6 +91,11 @@ class LoadedModel:
             object.__setattr__(self, "call_tokenizer", copy.deepcopy(self.tokenizer))
 
     @property
+    def key(self) -> tuple[str, str, str]:
+        """What names this loaded copy in a TraceRequest: (name, device, dtype)."""
+        return (self.name, self.device, str(self.model.dtype).removeprefix("torch."))
+
+    @property
     def layers(self) -> Any:
         """The layer list of the first (for BERT: the only) stack."""
         return _get(self.model.base_model, BLOCK_PATHS[self.model_type][0][1])

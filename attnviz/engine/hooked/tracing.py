@@ -1,9 +1,16 @@
-"""Tracing: run a loaded model once with the recorder and knobs, and build one Trace per input."""
+"""Tracing: run a loaded model once with the recorder and knobs, and build one Trace per input.
+
+A trace starts as a TraceRequest (attnviz.engine.request). `prepare` tokenizes it once and
+weighs it (the bytes of its full trace); `trace_batch(model, requests)` runs requests that may
+share a forward (`may_share`) as one padded batch and cuts each trace to its own tokens. Which
+requests go together is the caller's decision (a server's batcher, or `trace_each`): the engine
+does no regrouping.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -13,77 +20,32 @@ from attnviz.engine.budget import (
     budget,
     check_model_trace,
     lean_trace,
-    longest_input,
-    model_trace_bytes,
 )
-from attnviz.engine.hooked.encoding import _collate, _decoder_inputs, _encode, _special
+from attnviz.engine.errors import EmptyInput
+from attnviz.engine.hooked.encoding import collate, special_positions
 from attnviz.engine.hooked.families import CROSS, DECODER, POST_LN
-from attnviz.engine.hooked.intercept import Knobs, Recording
+from attnviz.engine.hooked.intercept import Recording
 from attnviz.engine.hooked.labels import token_labels
 from attnviz.engine.hooked.loading import LoadedModel
+from attnviz.engine.hooked.preparing import (
+    Prepared,
+    check_heads,
+    encoded,
+    groups,
+    limit_for,
+    may_share,
+    prepare,
+)
+from attnviz.engine.hooked.readout import w_o_matrix
 from attnviz.engine.lean import lean_scores, lean_weights
+from attnviz.engine.request import Knobs, TraceRequest
 from attnviz.engine.trace import LayerTrace, Trace
-
-
-@dataclass(frozen=True)
-class _Call:
-    """The arguments of one trace call, each checked once, in their canonical types."""
-
-    texts: list[str]
-    pairs: list[str] | None  # one second sentence per text, or None
-    limit: int  # tokens per input (max_length)
-    use_scale: bool
-    temperature: float
-    heads: frozenset[tuple[int, int]]  # (block, head) to silence
-    mask_tokens: tuple[int, ...]
-
-
-def _checked(
-    model: LoadedModel,
-    texts: object,
-    text_pairs: object,
-    use_scale: object,
-    temperature: object,
-    ablate: object,
-    mask_tokens: object,
-    max_length: object,
-    batch: int | None = None,
-) -> _Call:
-    """Every argument of a trace call checked (validate.model_inputs and validate.knobs, then the
-    silenced heads against the model); `batch`: inputs one forward holds, for the budget (default:
-    all of them)."""
-    texts, pairs, limit = validate.model_inputs(model, texts, text_pairs, max_length, batch)
-    use_scale, temperature, ablate, mask_tokens = validate.knobs(
-        use_scale, temperature, ablate, mask_tokens
-    )
-    for layer, head in sorted(ablate):
-        n_heads = model.blocks[layer].n_heads if 0 <= layer < len(model.blocks) else model.n_heads
-        if not (0 <= layer < model.n_blocks and 0 <= head < n_heads):
-            raise ValueError(
-                f"ablate=({layer}, {head}) is outside the model: layers 0..{model.n_blocks - 1}, "
-                f"heads 0..{model.n_heads - 1}"
-            )
-    if pairs is not None and any(p is not None for p in pairs):
-        if len(pairs) != len(texts) or not all(pairs):
-            raise ValueError("text_pairs needs one non-empty second sentence per text")
-    else:
-        pairs = None
-    if max_length is None:  # the default: as many tokens as this server's budget lets it trace
-        limit = min(limit, longest_input(model, len(texts) if batch is None else batch))
-    return _Call(texts, pairs, limit, use_scale, temperature, ablate, mask_tokens)
-
-
-def limit_reason(model: LoadedModel, limit: int) -> str:
-    """Why inputs stop at `limit` tokens: "model" (its context), "tokens" (ATTNVIZ_MAX_TOKENS) or
-    "budget" (the trace's bytes or work on this server)."""
-    if limit >= model.max_length:
-        return "model"
-    return "tokens" if limit >= budget().max_tokens else "budget"
+from attnviz.engine.writes import key_norms
 
 
 def trace_batch(
     model: LoadedModel,
-    texts: Sequence[str],
+    requests: Sequence[TraceRequest | Prepared] | Sequence[str],
     text_pairs: Sequence[str | None] | None = None,
     use_scale: bool = True,
     temperature: float = 1.0,
@@ -91,30 +53,53 @@ def trace_batch(
     mask_tokens: Iterable[int] = (),
     max_length: int | None = None,
 ) -> list[Trace]:
-    """`trace_model` for several inputs run as one padded batch: one Trace each, padded to the
-    longest (pad positions are in `special["[PAD]"]` and masked: they get weight exactly 0)."""
-    call = _checked(
-        model, texts, text_pairs, use_scale, temperature, ablate, mask_tokens, max_length
-    )
-    return _traces(model, call)
+    """One Trace per request, each what `trace_model` gives for it. Requests (or Prepared ones)
+    of one group that `may_share` run as one padded forward, each trace cut to its own tokens;
+    otherwise each runs alone. Which requests to put together is the caller's choice.
+
+    Plain texts (the older form, with the knobs as keywords) run as one padded batch whose traces
+    keep the padding: padded to the longest, pad positions in `special["[PAD]"]` and masked (they
+    get weight exactly 0)."""
+    if isinstance(requests, (str, bytes)) or not isinstance(requests, Iterable):
+        raise TypeError(f"texts must be a list of sentences, not {type(requests).__name__}")
+    requests = list(requests)
+    if requests and all(isinstance(r, (TraceRequest, Prepared)) for r in requests):
+        items = [r if isinstance(r, Prepared) else prepare(model, r) for r in requests]
+        shared = len(items) > 1 and all(may_share(model, i) for i in items)
+        if shared and len({i.request.group for i in items}) == 1:
+            return _run_prepared(model, items)
+        return [t for item in items for t in _run_prepared(model, [item])]
+    return _padded(model, requests, text_pairs, use_scale, temperature, ablate, mask_tokens,
+                   max_length)  # fmt: skip
 
 
-def _traces(model: LoadedModel, call: _Call) -> list[Trace]:
-    """The traces of a checked call, its texts run as one padded batch."""
-    if model.kind == "encoder-decoder":
-        enc, n_input = _encode(model, call.texts, None, call.limit)
-        dec = _decoder_inputs(model, call.pairs or call.texts, call.limit)
+def _padded(model, texts, text_pairs, use_scale, temperature, ablate, mask_tokens, max_length):
+    """trace_batch's older form: texts with shared knobs as one padded batch, padding kept."""
+    texts, pairs, limit = validate.model_inputs(model, texts, text_pairs, max_length)
+    limit = limit_for(model, limit, max_length, len(texts))
+    knobs = Knobs.checked(use_scale, temperature, ablate, mask_tokens)
+    check_heads(model, knobs.ablate)
+    if pairs is not None and any(p is not None for p in pairs):
+        if len(pairs) != len(texts) or not all(pairs):
+            raise ValueError("text_pairs needs one non-empty second sentence per text")
     else:
-        enc, n_input = _encode(model, call.texts, call.pairs, call.limit)
-        dec = None
-    return _run(model, enc, n_input, dec, call)
+        pairs = None
+    enc, n_input, dec = encoded(model, texts, pairs, limit)
+    return _run(model, _Forward(enc, n_input, dec, knobs, limit))
 
 
-def batches_texts(model: LoadedModel) -> bool:
-    """Whether trace_each runs several texts through `model` as one padded batch: an encoder whose
-    tokenizer pads on the right, so each input's own positions are cut off unchanged. Any other
-    model traces one text at a time."""
-    return model.kind == "encoder" and model.call_tokenizer.padding_side == "right"
+def _run_prepared(model: LoadedModel, items: list[Prepared]) -> list[Trace]:
+    """The traces of prepared requests run as one forward (one of them, or several that share)."""
+    first = items[0]
+    enc = first.enc if len(items) == 1 else collate(model, [i.enc for i in items])
+    forward = _Forward(enc, [i.n_input for i in items], first.dec, first.request.knobs,
+                       first.limit, trim=len(items) > 1)  # fmt: skip
+    traces = _run(model, forward)
+    for item, trace in zip(items, traces, strict=True):
+        trace.request = item.request
+        for part in trace.parts.values():
+            part.request = item.request
+    return traces
 
 
 def trace_each(
@@ -128,76 +113,62 @@ def trace_each(
 ) -> list[Trace]:
     """One Trace per text, each what `trace_model(model, text, ...)` gives (its own tokens, no
     padding; equal up to float rounding), computed in as few padded forwards as the trace budget
-    allows: for a server with several sentences to trace at the same moment. Eight 32-token
-    sentences through MiniLM as one batch take about half the time of eight forwards
-    (bench/hooked.py). Only where batches_texts(model); any other model traces one text at a
-    time. `batch_bytes`: at most this many bytes of trace tensors in one
-    forward (default and most: the trace budget); an input over it goes alone."""
+    allows: for a notebook or script with many sentences. Eight 32-token sentences through
+    MiniLM as one batch take about half the time of eight forwards (bench/hooked.py). Only where
+    batches_texts(model); any other model traces one text at a time. `batch_bytes`: at most this
+    many bytes of trace tensors in one forward (default and most: the trace budget); an input
+    over it goes alone."""
     if isinstance(texts, (str, bytes)) or not isinstance(texts, Iterable):
         raise TypeError(f"texts must be a list of sentences, not {type(texts).__name__}")
     if not isinstance(model, LoadedModel):
         raise TypeError(f"model must come from load_model(), not {type(model).__name__}")
     texts = list(texts)
-    knobs = dict(use_scale=use_scale, temperature=temperature, ablate=ablate)
-    if texts and (not batches_texts(model) or len(texts) < 2):
-        return [trace_model(model, text, max_length=max_length, **knobs) for text in texts]
-    # The budget holds per forward: each text alone here, each batch as it is formed below.
-    call = _checked(model, texts, None, use_scale, temperature, ablate, (), max_length, batch=1)
-    texts, limit = call.texts, call.limit
-    encoded = [_encode(model, [text], None, limit) for text in texts]  # each alone: no padding
-    lengths = [enc["input_ids"].shape[1] for enc, _ in encoded]
-    out: list[Trace | None] = [None] * len(texts)
+    if not texts:
+        raise EmptyInput("texts is empty: give at least one sentence")
+    knobs = Knobs.checked(use_scale, temperature, ablate)
+    items = [prepare(model, TraceRequest(model.key, t, None, knobs, max_length)) for t in texts]
     most = min(budget().max_trace_bytes, batch_bytes or budget().max_trace_bytes)
-    # Shortest first, so that a batch pads little; a batch stops where its trace would be over
-    # `most` bytes (an input over it on its own goes alone, as with trace_model).
-    groups: list[list[int]] = []
-    for i in sorted(range(len(texts)), key=lengths.__getitem__):
-        grown = len(groups[-1]) + 1 if groups else 0  # the last batch's size with this input
-        fits = (
-            grown
-            and model_trace_bytes(model.n_layers, model.n_heads, model.d_head, grown, lengths[i])
-            <= most
-        )
-        if fits:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    for group in groups:
-        enc = _collate(model, [encoded[j][0] for j in group])
-        n_input = [encoded[j][1][0] for j in group]
-        traces = _run(model, enc, n_input, None, call, trim=True)
-        for j, trace in zip(group, traces, strict=True):
+    out: dict[int, Trace] = {}
+    for group in groups(model, items, most):
+        for j, trace in zip(group, trace_batch(model, [items[j] for j in group]), strict=True):
             out[j] = trace
-    return out  # type: ignore[return-value]
+    return [out[j] for j in range(len(items))]
 
 
-def _run(
-    model: LoadedModel,
-    enc: dict[str, torch.Tensor],
-    n_input: list[int],
-    dec: dict[str, torch.Tensor] | None,
-    call: _Call,
-    trim: bool = False,
-) -> list[Trace]:
-    """The forward and the traces of a tokenized batch. `trim`: each trace cut to its own tokens
+@dataclass(frozen=True, eq=False)
+class _Forward:
+    """One forward's tokenized batch and settings. `trim`: each trace cut to its own tokens
     (right padding, no decoder), with tensors of its own."""
+
+    enc: dict[str, torch.Tensor]
+    n_input: list[int]
+    dec: dict[str, torch.Tensor] | None
+    knobs: Knobs
+    limit: int
+    trim: bool = False
+
+
+def limit_reason(model: LoadedModel, limit: int) -> str:
+    """Why inputs stop at `limit` tokens: "model" (its context), "tokens" (ATTNVIZ_MAX_TOKENS) or
+    "budget" (the trace's bytes or work on this server)."""
+    if limit >= model.max_length:
+        return "model"
+    return "tokens" if limit >= budget().max_tokens else "budget"
+
+
+def _run(model: LoadedModel, forward: _Forward) -> list[Trace]:
+    """The forward and the traces of a tokenized batch."""
+    enc, n_input, dec, trim = forward.enc, forward.n_input, forward.dec, forward.trim
     n = enc["input_ids"].shape[1]
     n_all = n + (0 if dec is None else dec["input_ids"].shape[1])
     check_model_trace(model, len(n_input), n_all)  # the input's real length, not the limit
-    masked = call.mask_tokens
+    masked = forward.knobs.mask_tokens
     if masked and not masked[-1] < n:
         raise ValueError(f"mask_tokens={list(masked)} must be token positions 0..{n - 1}")
     hide_in = None
     if dec is not None:  # mask_tokens are source tokens: hidden from encoder and cross blocks
         hide_in = frozenset(i for i, b in enumerate(model.blocks) if b.part != DECODER)
-    knobs = Knobs(
-        use_scale=call.use_scale,
-        temperature=call.temperature,
-        ablate=call.heads,
-        mask_tokens=masked,
-        hide_in=hide_in,
-        lean=lean_trace(model, len(n_input), n_all),
-    )
+    knobs = replace(forward.knobs, hide_in=hide_in, lean=lean_trace(model, len(n_input), n_all))
     record = Recording(blocks={id(b.attention): i for i, b in enumerate(model.blocks)})
     dev = torch.device(model.device)
     inputs = {k: v.to(dev) for k, v in enc.items() if k != "special_tokens_mask"}
@@ -226,6 +197,11 @@ def _run(
         keep = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # [batch, n, 1]
         embedding = (hidden * keep).sum(1) / keep.sum(1).clamp_min(1e-9)  # [batch, d_model]
         outputs = [_w_o(block, record.layers[i]["z"]) for i, block in enumerate(model.blocks)]
+        for i, block in enumerate(model.blocks):  # what each key sends through each head
+            rec = record.layers[i]
+            rec["f_norm"] = key_norms(
+                rec["v"], w_o_matrix(block), block.n_heads, knobs.heads_off(i)
+            )
         dec_hidden = dec_embedding = None
         if dec is not None:
             dec_hidden = out.decoder_hidden_states[-1]  # [batch, m, d_model]
@@ -251,13 +227,13 @@ def _run(
 
     meta = {
         "device": model.device,
-        "use_scale": call.use_scale,
-        "temperature": call.temperature,
-        "ablate": sorted(call.heads),
+        "use_scale": knobs.use_scale,
+        "temperature": knobs.temperature,
+        "ablate": sorted(knobs.ablate),
         "mask_tokens": list(masked),
-        "max_length": call.limit,
+        "max_length": forward.limit,
         "lean": knobs.lean,
-        "limit_reason": limit_reason(model, call.limit),
+        "limit_reason": limit_reason(model, forward.limit),
         "model_type": model.model_type,
         "kind": model.kind,
         "embedding": "mean-pooled over the attention mask, not L2-normalised",
@@ -282,10 +258,11 @@ def _run(
             truncated=n_input[b] > sum(attention),
             n_input_tokens=n_input[b],
             token_types=types,
-            special=_special(model, ids, attention),
+            special=special_positions(model, ids, attention),
             hidden=own(cpu(hidden[b, :n_b])),  # [n, d_model]
             embedding=own(cpu(embedding[b])),  # [d_model]
             meta=dict(meta, part=first, first_layer=0),
+            token_ids=ids,
         )
         if model.kind == "decoder":
             trace.next_logits = cpu(next_logits[b])  # [vocab]
@@ -293,7 +270,7 @@ def _run(
             d_ids = dec["input_ids"][b].tolist()
             m = len(d_ids)
             d_tokens = token_labels(model.tokenizer, d_ids)
-            d_special = _special(model, d_ids, dec["attention_mask"][b].tolist())
+            d_special = special_positions(model, d_ids, dec["attention_mask"][b].tolist())
             for part, keys in ((DECODER, None), (CROSS, tokens)):
                 trace.parts[part] = Trace(
                     tokens=d_tokens,
@@ -305,6 +282,7 @@ def _run(
                     embedding=cpu(dec_embedding[b]),  # [d_model]
                     next_logits=cpu(next_logits[b]),  # [vocab]
                     meta=dict(meta, part=part, first_layer=_first(model, part)),
+                    token_ids=d_ids,
                 )
         traces.append(trace)
     return traces
@@ -344,6 +322,7 @@ def _layer_traces(
             z=own(rec["z"][b, :, :n_q]),  # [head, n_q, d_head]
             output=own(outputs[i][b, :n_q]),  # [n_q, d_model]
             x=x,
+            f_norm=own(rec["f_norm"][b, :, :n_k]),  # [head, n_k] ||W_O^h v_j||
         )
         if "rule" in rec:  # lean: nothing n x n, weights recomputed on access
             layers.append(
@@ -412,10 +391,12 @@ def trace_model(
     start token; the Trace returned is the encoder's, with `.part("decoder")` and `.part("cross")`,
     and `ablate` numbers blocks in order: encoder layers, decoder layers, cross layers.
     """
-    pairs = None if text_pair is None else [text_pair]
-    return trace_batch(
-        model, [text], pairs, use_scale, temperature, ablate, mask_tokens, max_length
-    )[0]
+    if not isinstance(model, LoadedModel):
+        raise TypeError(f"model must come from load_model(), not {type(model).__name__}")
+    knobs = dict(use_scale=use_scale, temperature=temperature, ablate=ablate)
+    request = TraceRequest.of(model.key, text, text_pair, max_length, mask_tokens=mask_tokens,
+                              **knobs)  # fmt: skip
+    return trace_batch(model, [request])[0]
 
 
 def embedding_cosine(a: Trace, b: Trace) -> float:

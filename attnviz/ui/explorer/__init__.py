@@ -1,6 +1,7 @@
 """The views the Playground and the model page share: a view picker and the chosen view.
 
-One module a view: heads (all heads of a layer), overview, detail (Head detail), lines, rollout,
+The views are attnviz.views.registry's; here each gets its drawer, the widgets around its figures,
+one module a view: heads (all heads of a layer), overview, detail (Head detail), lines, rollout,
 numbers (One query, Outputs, head statistics), link (Link two tokens); pickers holds the pickers
 and the one place that moves the layer and head; export the downloads under every view. Each view
 that has pickers is a fragment: picking a head reruns only that part of the page.
@@ -20,6 +21,7 @@ from attnviz.ui.explorer.numbers import one_query, outputs, stats
 from attnviz.ui.explorer.overview import overview
 from attnviz.ui.explorer.pickers import VIEWS, forget_layer_and_head, pick_view
 from attnviz.ui.explorer.rollout import rollout_view
+from attnviz.views import registry
 
 DRAW = {
     "heads": heads_view,
@@ -32,6 +34,10 @@ DRAW = {
     "outputs": outputs,
     "stats": stats,
 }
+if set(DRAW) != set(registry.NAMES):  # a view added to the registry needs its drawer here
+    raise RuntimeError(
+        f"views without a drawer or drawers without a view: {set(DRAW) ^ set(registry.NAMES)}"
+    )
 
 
 def explorer(

@@ -6,14 +6,13 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.engine.trace import Trace
-from attnviz.serve.workers import per_trace
+from attnviz.serve.memos import per_trace
 from attnviz.ui import markup, url
 from attnviz.ui.caching import trace_fragment
 from attnviz.ui.explorer.pickers import layer_and_head, pick_scale, pick_window, selection
 from attnviz.ui.language import t
 from attnviz.ui.widgets import chart
 from attnviz.views import frames, panels, spec
-from attnviz.views.panels import LONG
 
 HEAD_MAPS_KEPT = 6  # one head's three maps kept ready per trace (short inputs only)
 
@@ -38,7 +37,6 @@ def head_maps(
 ) -> None:
     """The three maps of one head and its CSV. `mode`: the colour scale picked above (the
     overview's); None draws its own picker."""
-    lt = trace.layers[layer]
     n = max(len(trace.tokens), len(trace.key_tokens))
     c1, c2 = st.columns(2)
     if mode is None:
@@ -51,7 +49,8 @@ def head_maps(
     def build() -> list:
         return panels.detail_figures(trace, sel)
 
-    if hi - lo <= LONG:
+    stacked = panels.detail_stacked((lo, hi))
+    if not stacked:
         # Kept per trace as ready JSON: everyone who opens the page sees the same head, and
         # Head detail shows the head the overview just drew. A few per trace (~50 KB each).
         scores, logits, weights = per_trace(
@@ -61,7 +60,7 @@ def head_maps(
         scores, logits, weights = build()
     # Short: three panels side by side. Long: the weights across the page, the scores and
     # logits below, side by side.
-    if hi - lo > LONG:
+    if stacked:
         weights_col = st.container()
         c1, c2 = st.columns(2)
     else:
@@ -75,12 +74,7 @@ def head_maps(
             chart(fig, key=f"detail_{name}", name=f"{name}_L{layer}_H{head}")
     # A callable: the CSV is built only when someone downloads it, not on every rerun. Streamlit
     # keeps the callable with the session, so it holds one head's weights, not the whole trace.
-    rows, cols = list(trace.tokens), list(trace.key_tokens)
-    if lt.lean:  # a long input: the window's weights, not the whole n x n map, in the session
-        w = lt.block("weights", head, slice(lo, hi), slice(lo, hi))
-        rows, cols = rows[lo:hi], cols[lo:hi]
-    else:
-        w = lt.head("weights", head).clone()
+    w, rows, cols = frames.head_weights(trace, layer, head, (lo, hi))
     st.download_button(
         t("ex.csv_matrix"),
         lambda: frames.matrix_frame(w, rows, cols).to_csv(),

@@ -5,10 +5,9 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
-from attnviz.engine.bands import specials_of
-from attnviz.engine.stats import layer_saturation, mean_entropy, mean_max_weight
+from attnviz.engine import stats
 from attnviz.engine.trace import Trace
-from attnviz.serve.workers import per_trace
+from attnviz.serve.memos import per_trace
 from attnviz.ui.explorer.pickers import pick_focus, pick_layer, pick_scale, selection
 from attnviz.ui.language import t
 from attnviz.ui.widgets import chart, grid
@@ -17,15 +16,9 @@ from attnviz.views import charts, panels
 
 def saturation(trace: Trace, layer: int) -> None:
     """Two dials that move when scaling, temperature or d_k change."""
-    lt = trace.layers[layer]
-    n_k = lt.n_k
-    if lt.lean:  # a long input: summed a band of rows at a time, once per trace and layer
-        top, entropy = per_trace(
-            trace, ("saturation", layer), lambda: layer_saturation(lt, specials_of(trace))
-        )
-    else:
-        w = lt.weights  # [head, q, k]
-        top, entropy = mean_max_weight(w), mean_entropy(w)
+    n_k = trace.layers[layer].n_k
+    # once per trace and layer (a long input's is summed a band of rows at a time)
+    top, entropy = per_trace(trace, ("saturation", layer), lambda: stats.saturation(trace, layer))
     c1, c2 = st.columns(2)
     with c1:
         chart(charts.gauge(top, title=t("ex.gauge_max")), key="gauge_max")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import streamlit as st
-import torch
 
 from attnviz.engine.trace import Trace
 from attnviz.ui import url
@@ -11,8 +10,7 @@ from attnviz.ui.caching import trace_fragment
 from attnviz.ui.explorer.pickers import pick_layer, pick_window
 from attnviz.ui.language import t
 from attnviz.ui.widgets import chart
-from attnviz.views.lines import is_cjk, lines_figure
-from attnviz.views.panels import LONG
+from attnviz.views.lines import LinesLook, LinesPick, is_cjk, layer_lines
 
 PAIRS = url.key("lines_pair").options
 
@@ -111,43 +109,20 @@ def lines_view(trace: Trace, head_default: int = 0) -> None:
             )
             url.sync("lines_pair", url.default("lines_pair"))
     q_range, k_range = _sentence_ranges(trace, pair)
-    if n > LONG and not trace.is_cross and q_range is None:
-        lo, hi = pick_window(n)
-        q_range = k_range = (lo, hi)
+    if not trace.is_cross and q_range is None:
+        window = pick_window(n)  # (0, n) where the views need no window
+        if window != (0, n):
+            q_range = k_range = window
     if not heads:
         st.info(t("lv.no_heads"))
         return
-    lt = trace.layers[layer]
     focus = (focus_value[0], int(focus_value[1:])) if focus_value else None
-    weights, mask, q_tokens, k_tokens = (lt.weights, lt.mask, trace.tokens, trace.key_tokens)
-    if lt.lean:  # a long input: only the window's block of each head (positions from lo)
-        lo, hi = q_range or (0, len(trace.tokens))
-        klo, khi = k_range or (0, len(trace.key_tokens))
-        weights = torch.zeros(lt.n_heads, hi - lo, khi - klo)  # [head, q, k] the window
-        for h in heads:
-            weights[h] = lt.block("weights", h, slice(lo, hi), slice(klo, khi))
-        mask = lt.block("mask", 0, slice(lo, hi), slice(klo, khi))  # [q, k]
-        q_tokens, k_tokens = trace.tokens[lo:hi], trace.key_tokens[klo:khi]
-        q_range = k_range = None
-        if focus is not None:
-            focus = (focus[0], focus[1] - (lo if focus[0] == "q" else klo))
-    fig = lines_figure(
-        weights,  # [head, q, k]
-        q_tokens,
-        k_tokens,
-        heads,
-        threshold=threshold,
-        mask=mask,
-        focus=focus,
-        q_range=q_range,
-        k_range=k_range,
-        rows=rows,
-        q_title=t("w.query"),
-        k_title=t("w.key"),
-        head_name=t("ex.head"),
-        length_px=1100 if rows else None,
-        title=t("lv.lines_title_rows" if rows else "lv.lines_title", l=layer),
-    )
+    pick = LinesPick(tuple(heads), threshold, focus, q_range, k_range)
+    look = LinesLook(
+        rows, 1100 if rows else None, t("w.query"), t("w.key"), t("ex.head"),
+        t("lv.lines_title_rows" if rows else "lv.lines_title", l=layer),
+    )  # fmt: skip
+    fig = layer_lines(trace, layer, pick, look)
     chart(fig, key="lines_chart", on_select=_clicked, selection_mode="points")
     st.caption(t("lv.lines_help", lines=fig.layout.meta["lines"], w=threshold))
     from attnviz.ui.hover import hover_lines  # the same lines in attnviz's own JS: hover isolates

@@ -9,7 +9,7 @@ import streamlit as st
 from attnviz.engine.links import default_link
 from attnviz.engine.stats import heads_linking
 from attnviz.engine.trace import Trace
-from attnviz.ui import url
+from attnviz.ui import markup, url
 from attnviz.ui.explorer.pickers import open_head, pick_query, selection
 from attnviz.ui.language import localized, t
 from attnviz.ui.widgets import chart, table
@@ -20,12 +20,14 @@ def link(trace: Trace) -> None:
     """Which heads link a query token to a key token (it → animal)? Every head ranked."""
     keys = trace.key_tokens
     # Open on a real word pair ("it" → "animal"), not [CLS] → [CLS]; a URL's choice still wins.
-    first_query, first_key = default_link(trace)
+    first_query, _ = default_link(trace)
     url.seed("query", list(range(len(trace.tokens))), first_query)
     c1, c2 = st.columns(2)
     with c1:
         query = pick_query(trace)
         url.write("query", query)  # 0 is a choice here, not the default
+    # the key this query links to most, among the keys it may see (a decoder's: not its future)
+    _, first_key = default_link(trace, query)
     with c2:
         url.seed("link_key", list(range(len(keys))), first_key)
         # a kept choice may be text: the browser sends the old label ("7: it") when a new input
@@ -42,11 +44,15 @@ def link(trace: Trace) -> None:
     n_heads = trace.n_layers * trace.n_heads
     chart(fig, key="link_grid", name=f"link_query{query}_key{key}")
     top = heads_linking(trace, query, key, top=min(10, n_heads))
-    uniform = 1 / len(keys)
-    st.caption(t("ex.link_help", u=uniform))
+    # uniform over the keys the row may see (a causal row at position i: i + 1 of them)
+    seen = [int(lt.allowed([query])[0]) for lt in trace.layers]  # per layer
+    if not all(lt.block("mask", 0, [query], [key])[0, 0] for lt in trace.layers):
+        st.warning(t("ex.link_masked", q=markup.escape(trace.tokens[query]),
+                     k=markup.escape(keys[key])))  # fmt: skip
+    st.caption(t("ex.link_help", u=1 / max(seen), n=max(seen)))
     table(
         localized(pd.DataFrame(
-            [{"layer": la, "head": h, "weight": round(w, 4), "× uniform": round(w / uniform, 1)}
+            [{"layer": la, "head": h, "weight": round(w, 4), "× uniform": round(w * seen[la], 1)}
              for la, h, w in top]
         )),
         hide_index=True,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.engine.trace import Trace
-from attnviz.serve.workers import per_trace
+from attnviz.serve.memos import per_trace
 from attnviz.ui.caching import trace_fragment
 from attnviz.ui.explorer.pickers import layer_and_head, passing, pick_query, selection
 from attnviz.ui.language import localized, t
@@ -37,7 +37,7 @@ def one_query(trace: Trace) -> None:
         chart(q_vector, key="q_vector", name=f"q_L{layer}_H{head}_query{query}")
     with c2:
         chart(qk_products, key="qk_products", name=f"qk_products_L{layer}_H{head}_query{query}")
-    kv = head // (lt.n_heads // lt.n_kv_heads)
+    kv = lt.kv_head(head)
     st.caption(t("ex.qk_help", kv=kv))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.engine.trace import Trace
-from attnviz.serve.workers import per_trace
+from attnviz.serve.memos import per_trace
 from attnviz.ui import markup, projector, url
 from attnviz.ui.caching import trace_fragment
 from attnviz.ui.explorer.detail import head_maps
@@ -19,8 +19,7 @@ from attnviz.ui.explorer.pickers import (
 )
 from attnviz.ui.language import t
 from attnviz.ui.widgets import chart
-from attnviz.views import panels, spec
-from attnviz.views.panels import LONG
+from attnviz.views import maps, panels, spec
 
 
 def _mosaic_pick() -> None:
@@ -69,14 +68,14 @@ def overview(trace: Trace) -> None:
     gamma = panels.overview_gamma(trace, mode)
     if gamma != 1.0:
         st.caption(t("lv.mosaic_gamma", gamma=gamma))
-    if n <= LONG:
+    if not panels.overview_head_is_picture(trace):
         head_maps(trace, layer, head, shared=False, mode=mode)
         return
     # Long input: the chosen head as an image, not three maps of n x n numbers (at 512 tokens
     # ~3.3 MB on every head change; this is tens of KB). Head detail has the numbers.
     fig = panels.head_image_figure(trace, selection(layer=layer, head=head, scale=mode))
     chart(fig, key="overview_head", name=f"weights_L{layer}_H{head}")
-    st.caption(t("ex.overview_head_help", k=-(-n // panels.HEAD_IMAGE_SIDE)))
+    st.caption(t("ex.overview_head_help", k=maps.positions_per_pixel(n)))
     st.button(
         t("ex.link_open", l=layer, h=head),
         on_click=open_head,

@@ -9,12 +9,15 @@ from typing import TypeVar
 
 import streamlit as st
 
+from attnviz.engine.links import default_query
 from attnviz.engine.trace import Trace
+from attnviz.serve import bandpool
 from attnviz.ui import url
 from attnviz.ui.language import lang, t
 from attnviz.ui.widgets import numbered
+from attnviz.views import registry
 from attnviz.views.colour import SCALES
-from attnviz.views.panels import LONG, default_scale
+from attnviz.views.panels import default_scale, needs_window
 from attnviz.views.selection import Selection
 
 VIEWS = url.VIEWS
@@ -28,7 +31,7 @@ def pick_view(default: str, views: tuple[str, ...] = VIEWS) -> str:
     current = st.session_state.get("view")
     st.session_state["view"] = current if current in views else default
     view = st.segmented_control(
-        t("ex.view"), views, format_func=lambda v: t(f"ex.view.{v}"), key="view"
+        t("ex.view"), views, format_func=lambda v: t(registry.BY_NAME[v].label), key="view"
     )
     url.sync("view", default)
     return view or default
@@ -99,9 +102,8 @@ def followed_head(trace: Trace) -> tuple[int, int]:
 def forget_layer_and_head(view: str) -> bool:
     """Drop a layer / head the view has no picker for from the state (it is not in the URL
     either, so the page stays what its link reopens). True when something was dropped."""
-    picks = {"head": {"overview", "detail", "query", "outputs"}}
-    picks["layer"] = picks["head"] | {"heads", "lines", "rollout"}
-    stale = [k for k in ("layer", "head") if view not in picks[k] and st.session_state.get(k)]
+    picks = registry.BY_NAME[view].picks
+    stale = [k for k in ("layer", "head") if k not in picks and st.session_state.get(k)]
     for name in stale:
         # The default, not a deletion: the picker's bound URL key still holds the old head until
         # this run ends, and the rerun would read it back from there (followed_head).
@@ -110,15 +112,17 @@ def forget_layer_and_head(view: str) -> bool:
 
 
 def pick_query(trace: Trace) -> int:
+    """A query position, kept in the URL; it opens on default_query (a decoder's last token: its
+    row sees every key, where [BOS]'s sees only itself)."""
     n = len(trace.tokens)
-    url.seed("query", list(range(n)), url.default("query"))
+    url.seed("query", list(range(n)), default_query(trace))
     _int_in_range("query", n)
     query = st.selectbox(t("ex.query"), range(n), format_func=numbered(trace.tokens), key="query")
     url.sync("query", url.default("query"))
     return query
 
 
-_SIZE_CLASS = "_long_input_for_"  # session key: was the input long when `key` was last drawn
+_SIZE_CLASS = "_default_scale_for_"  # session key: the default scale when `key` was last drawn
 
 
 def pick_scale(n: int, key: str = "wscale", short: str = "fixed") -> str:
@@ -127,10 +131,10 @@ def pick_scale(n: int, key: str = "wscale", short: str = "fixed") -> str:
     scale goes to that class's default: a scale picked for 12 tokens (head max) leaves 4,096
     tokens' rows too faint to see, and a log scale makes a short sentence's map look uniform."""
     default = default_scale(n, short)
-    long, seen = n > LONG, st.session_state.get(_SIZE_CLASS + key)
-    if seen is not None and seen != long:
+    seen = st.session_state.get(_SIZE_CLASS + key)
+    if seen is not None and seen != default:  # the input's size class changed
         st.session_state[key] = default
-    st.session_state[_SIZE_CLASS + key] = long
+    st.session_state[_SIZE_CLASS + key] = default
     url.seed(key, list(SCALES), default)
     mode = st.segmented_control(
         t("lv.scale"),
@@ -147,8 +151,8 @@ MAX_WINDOW = 512  # positions a side of a window of numbers (about 1 MB of float
 
 
 def pick_window(n: int, key: str = "window") -> tuple[int, int]:
-    """Positions lo..hi-1 to show (end exclusive); the whole input for short ones."""
-    if n <= LONG:
+    """Positions lo..hi-1 to show (end exclusive); all of them where the views need no window."""
+    if not needs_window(n):
         return 0, n
     value = st.session_state.get(key)
     if not (isinstance(value, (tuple, list)) and len(value) == 2 and 0 <= value[0] < value[1] < n):
@@ -184,10 +188,14 @@ def selection(**picked: object) -> Selection:
     return Selection(lang=lang(), **picked)  # type: ignore[arg-type]
 
 
+@contextlib.contextmanager
 def passing(trace: Trace):
-    """A spinner while a long input's every head is recomputed band by band (the overview, the
-    statistics: after 0.5 s only, so a pass already made shows nothing); else nothing."""
-    if not any(layer.lean for layer in trace.layers):
-        return contextlib.nullcontext()
-    text = t("long.summarizing", layers=trace.n_layers, heads=trace.n_heads, n=len(trace.tokens))
-    return st.spinner(text, show_time=True)
+    """Around a view that reads every head of a long input band by band (the overview, the
+    statistics): the server makes that pass now, a layer per core (attnviz.serve.bandpool), with
+    a spinner after 0.5 s (a pass already made shows nothing). Nothing for a short input."""
+    if bandpool.pending(trace):
+        n, heads = len(trace.tokens), trace.n_heads
+        with st.spinner(t("long.summarizing", layers=trace.n_layers, heads=heads, n=n),
+                        show_time=True):  # fmt: skip
+            bandpool.fill(trace)
+    yield

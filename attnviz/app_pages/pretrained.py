@@ -48,7 +48,6 @@ except Exception as err:  # noqa: BLE001 - any loader failure (e.g. a broken mir
     model = None
 if model is None:
     st.stop()
-model_key = (model.name, model.device, dtype)
 pretrained.summary(model)
 text = pretrained.document() or ui.text()  # a long document pasted or uploaded, else the sidebar
 if model.kind == "encoder-decoder":
@@ -58,9 +57,9 @@ if model.kind == "encoder-decoder":
 waiting = st.empty()
 
 
-def traced(**knobs):
+def traced(request):
     with waiting.container(), st.spinner(t("long.tracing", chars=len(text)), show_time=True):
-        return models.model_trace(model, model_key, text, ui.pair(), **knobs)
+        return models.model_trace(model, request)
 
 
 # Folded: open, the knobs and results put the views ~900 px down the page. What a knob changed
@@ -68,23 +67,24 @@ def traced(**knobs):
 with st.expander(t("bert.whatif"), expanded=False):
     st.caption(t("bert.whatif_help"))
     c1, c2 = st.columns([1, 1])
-    use_scale = c1.toggle(t("pg.scale"), value=url.default("b_scale"), **url.bound("b_scale"))
+    use_scale = c1.toggle(t("pg.scale"), value=url.default("wi_scale"), **url.bound("wi_scale"))
     temperature = c2.number_input(
-        t("pg.temperature"), 0.05, 20.0, value=url.default("b_temp"), step=0.25,
-        **url.bound("b_temp"),
+        t("pg.temperature"), 0.05, 20.0, value=url.default("wi_temp"), step=0.25,
+        **url.bound("wi_temp"),
     )  # fmt: skip
     head_ids = pretrained.head_choices(model)
     ablate_ids = st.multiselect(
         t("bert.ablate"),
         list(head_ids),
         placeholder=t("bert.pick_heads"),
-        **url.bound("b_ablate"),
+        **url.bound("wi_silence"),
     )
     base_trace = None
     try:
-        base_trace = traced()
+        base_request = models.request(model, text, ui.pair())
+        base_trace = traced(base_request)
     except (ValueError, TypeError) as err:
-        st.info(t("err.empty") if "empty" in str(err) else markup.escape(ui.said(err)))
+        st.info(ui.input_problem(err))
         st.stop()
     tokens = base_trace.tokens
     masked = st.multiselect(
@@ -92,18 +92,16 @@ with st.expander(t("bert.whatif"), expanded=False):
         range(len(tokens)),
         format_func=ui.numbered(tokens),
         placeholder=t("bert.pick_tokens"),
-        **url.bound("b_mask"),
+        **url.bound("wi_hide"),
     )
 
 ablate = tuple(head_ids[x] for x in ablate_ids if x in head_ids)
-knobs = dict(
-    use_scale=use_scale,
-    temperature=float(temperature),
-    ablate=ablate,
+request = models.request(
+    model, text, ui.pair(), use_scale=use_scale, temperature=float(temperature), ablate=ablate,
     mask_tokens=tuple(masked),
-)
-changed = not use_scale or float(temperature) != 1.0 or ablate or masked
-trace = traced(**knobs) if changed else base_trace
+)  # fmt: skip
+changed = request != base_request  # a knob was turned
+trace = traced(request) if changed else base_trace
 waiting.empty()
 full_trace, full_base = trace, base_trace
 part = pretrained.pick_part(model)
@@ -124,4 +122,4 @@ if model.kind != "encoder":
 
 explorer.explorer(trace, default_view="overview", follow=follow)
 
-ui.lesson_nav("bert")
+ui.lesson_nav("pretrained")

@@ -8,7 +8,7 @@ import pytest
 from attnviz.ui.sidebar import DEFAULT_TEXT
 from tests.apphelpers import app, heatmap_specs, page_text, specs, z_of
 
-BERT = "app_pages/bert.py"
+BERT = "app_pages/pretrained.py"
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def test_bert_heads_view_has_twelve_heatmaps_matching_the_model(bundled) -> None
 def test_scaling_off_shows_the_diff_and_the_embedding_cosine() -> None:
     at = app(BERT)
     assert not at.metric
-    at.toggle(key="b_scale").set_value(False).run()
+    at.toggle(key="wi_scale").set_value(False).run()
     assert not at.exception
     cosine = float(at.metric[0].value)
     assert 0.0 < cosine < 0.999
@@ -52,18 +52,18 @@ def test_scaling_off_shows_the_diff_and_the_embedding_cosine() -> None:
     np.testing.assert_allclose(z.sum(-1), 0.0, atol=1e-5)  # both rows sum to 1
 
 
-def test_masking_a_token_gives_it_zero_weight_in_the_figure() -> None:
+def test_a_hidden_token_is_drawn_as_masked_and_the_rows_still_sum_to_one() -> None:
     at = app(BERT, query={"view": "detail"})
-    at.multiselect(key="b_mask").set_value([2]).run()
+    at.multiselect(key="wi_hide").set_value([2]).run()
     assert not at.exception
     weights = z_of(heatmap_specs(at)[-1])  # detail: scores, logits, weights
-    assert np.all(weights[:, 2] == 0)
-    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert np.isnan(weights[:, 2]).all()  # masked: an empty cell, never a weight of 0.00
+    np.testing.assert_allclose(np.nansum(weights, -1), 1.0, atol=1e-5)
 
 
 def test_ablating_a_head_changes_the_embedding() -> None:
     at = app(BERT)
-    at.multiselect(key="b_ablate").set_value(["L0H3", "L5H11"]).run()
+    at.multiselect(key="wi_silence").set_value(["L0H3", "L5H11"]).run()
     assert not at.exception
     assert float(at.metric[0].value) < 1.0
 

@@ -1,4 +1,5 @@
-"""Issue 9 defects 6, 9, 10, 11, 12: each test fails on the main they were filed against."""
+"""The what-if panel, links between views, PNG names and the classroom pages' notes, on real pages
+(first filed as issue 9's defects 6, 9, 10, 11 and 12)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ WHY_PAGE = "app_pages/why_scale.py"
 
 
 @pytest.mark.parametrize("text", ["", " ".join(["word"] * 600)], ids=["empty", "truncated"])
-def test_defect_10_why_scale_says_each_note_once(text: str) -> None:
+def test_why_scale_says_each_note_once(text: str) -> None:
     at = app(WHY_PAGE, query={"text": text})
     assert not at.exception
     notes = [e.value for e in at.get("info")] + [e.value for e in at.get("warning")]
@@ -21,7 +22,7 @@ def test_defect_10_why_scale_says_each_note_once(text: str) -> None:
     assert len(notes) == len(set(notes)), notes
 
 
-def test_defect_9_sharing_diagram_lines_stay_under_labels_and_rows_are_named() -> None:
+def test_sharing_diagram_lines_stay_under_labels_and_rows_are_named() -> None:
     at = app("app_pages/sharing.py", query={"lang": "中文", "sh_kv": "2"})
     assert not at.exception
     diagram = next(s for s in specs(at) if s["layout"].get("shapes") and s["data"][0]["mode"])
@@ -30,10 +31,10 @@ def test_defect_9_sharing_diagram_lines_stay_under_labels_and_rows_are_named() -
     assert "头数 h" not in rows and "查询头" in rows
 
 
-BERT_PAGE = "app_pages/bert.py"
+BERT_PAGE = "app_pages/pretrained.py"
 
 
-def test_defect_12_link_opens_on_it_to_animal_and_detail_marks_the_pair() -> None:
+def test_link_opens_on_it_to_animal_and_detail_marks_the_pair() -> None:
     at = app(BERT_PAGE, query={"view": "link"})
     assert not at.exception
     query, key = at.selectbox(key="query"), at.selectbox(key="link_key")
@@ -52,8 +53,8 @@ def test_defect_12_link_opens_on_it_to_animal_and_detail_marks_the_pair() -> Non
     assert any("animal" in c.value for c in at.caption)
 
 
-def test_defect_6_whatif_follows_the_open_head_and_says_what_changed() -> None:
-    at = app(BERT_PAGE, query={"b_ablate": "L5H11", "view": "detail", "layer": "5", "head": "11"})
+def test_whatif_follows_the_open_head_and_says_what_changed() -> None:
+    at = app(BERT_PAGE, query={"wi_silence": "L5H11", "view": "detail", "layer": "5", "head": "11"})
     assert not at.exception
     # the compare view is the head open below, not L0H0
     assert any("Layer 5, head 11" in c.value for c in at.caption)
@@ -80,13 +81,13 @@ def test_defect_6_whatif_follows_the_open_head_and_says_what_changed() -> None:
     assert any("Layer 5, head 3" in c.value for c in at.caption)
 
 
-def test_defect_6_silenced_heads_are_marked_in_the_overview_and_grids() -> None:
-    at = app(BERT_PAGE, query={"b_ablate": "L3H1", "view": "heads", "layer": "3"})
+def test_silenced_heads_are_marked_in_the_overview_and_grids() -> None:
+    at = app(BERT_PAGE, query={"wi_silence": "L3H1", "view": "heads", "layer": "3"})
     assert not at.exception
     titles = [s["layout"]["title"]["text"] for s in heatmap_specs(at)]
     assert sum("silenced" in title for title in titles) == 1
     assert any(title.startswith("head 1") and "silenced" in title for title in titles)
-    at = app(BERT_PAGE, query={"b_ablate": "L3H1", "view": "overview"})
+    at = app(BERT_PAGE, query={"wi_silence": "L3H1", "view": "overview"})
     plain = app(BERT_PAGE, query={"view": "overview"})
     grey = []
     for page in (at, plain):
@@ -96,8 +97,8 @@ def test_defect_6_silenced_heads_are_marked_in_the_overview_and_grids() -> None:
     assert grey[0] > 40 and grey[1] == 0, grey  # the X over the silenced thumbnail
 
 
-def test_defect_6_whatif_panel_is_folded_by_default() -> None:
-    at = app(BERT_PAGE, query={"b_ablate": "L5H11"})
+def test_whatif_panel_is_folded_by_default() -> None:
+    at = app(BERT_PAGE, query={"wi_silence": "L5H11"})
     assert not at.exception
     # the knobs fold away unless the URL set one; the details fold away always
     labels = {e.label: e for e in at.get("expander")}
@@ -106,7 +107,7 @@ def test_defect_6_whatif_panel_is_folded_by_default() -> None:
     assert {e.label: e for e in plain.get("expander")}["What if…"].proto.expanded is False
 
 
-def test_defect_11_pngs_are_named_by_what_they_hold() -> None:
+def test_pngs_are_named_by_what_they_hold() -> None:
     at = app(BERT_PAGE, query={"view": "detail", "layer": "5", "head": "11"})
     assert not at.exception
     names = [

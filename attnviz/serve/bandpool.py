@@ -1,5 +1,6 @@
 """Lean layers summarized in parallel (attnviz.engine.bands), one layer per thread, each thread
-running its tensor operations on one core.
+running its tensor operations on one core. The server's: the engine makes a summary in the
+thread that asks for it, and finds the ones made here memoized on their layers.
 
 Why threads of one core each: a band's operations are a few milliseconds each, too short for
 OpenMP's two-thread teams to pay off (4,096 tokens, 4 layers: 1.5 s on one core, 1.25 s with two),
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 
 import torch
 
-from attnviz.engine.bands import LayerSummary, summarize
+from attnviz.engine.bands import THUMB, LayerSummary, made, specials_of, summarize
 
 MAX_THREADS = 4  # more layers at once hold more bands in memory (8 MiB each) for little gain
 WARM_JOBS = 16  # warm-ups queued at most (a layer each); older ones are dropped
@@ -30,22 +31,31 @@ WARM_THREADS = 1  # warm-ups made at once
 
 
 class _Job:
-    __slots__ = ("key", "ref", "side", "specials", "done", "warm")
+    __slots__ = ("ref", "key", "done", "warm")
 
     def __init__(self, layer, side, specials, warm: bool) -> None:
-        self.key = (id(layer), side, specials)
         self.ref = weakref.ref(layer)
-        self.side, self.specials, self.warm = side, specials, warm
+        self.key = (side, specials)
+        self.warm = warm
         self.done = threading.Event()
+
+    def is_for(self, layer, key: tuple) -> bool:
+        return self.key == key and self.ref() is layer
 
 
 class _Pool:
     def __init__(self) -> None:
         self.cv = threading.Condition()
         self.queue: collections.deque[_Job] = collections.deque()
-        self.jobs: dict[tuple, _Job] = {}  # queued or running, by (id(layer), side, specials)
+        self.running: list[_Job] = []
         self.threads: list[threading.Thread] = []
         self.warm_running = 0  # warm-ups being made now
+
+    @property
+    def jobs(self) -> list[_Job]:
+        """Jobs queued or running."""
+        with self.cv:
+            return [*self.queue, *self.running]
 
     def _ensure_threads(self) -> None:
         while len(self.threads) < max(1, min(MAX_THREADS, cores())):
@@ -56,10 +66,12 @@ class _Pool:
             self.threads.append(thread)
 
     def submit(self, layer, side, specials, warm: bool) -> _Job:
+        key = (side, specials)
         with self.cv:
             self._ensure_threads()
-            job = self.jobs.get((id(layer), side, specials))
-            if job is not None and job.ref() is layer:
+            for job in (*self.queue, *self.running):  # a few dozen at most (WARM_JOBS)
+                if not job.is_for(layer, key):
+                    continue
                 if not warm and job.warm and job in self.queue:  # a view waits: move it ahead
                     self.queue.remove(job)
                     self.queue.appendleft(job)
@@ -67,7 +79,6 @@ class _Pool:
                     self.cv.notify_all()
                 return job
             job = _Job(layer, side, specials, warm)
-            self.jobs[job.key] = job
             if warm:
                 self.queue.append(job)
                 self._drop_old_warm_ups()
@@ -80,12 +91,7 @@ class _Pool:
         warm = [job for job in self.queue if job.warm]
         for job in warm[: max(0, len(warm) - WARM_JOBS)]:
             self.queue.remove(job)
-            self._forget(job)
-
-    def _forget(self, job: _Job) -> None:
-        if self.jobs.get(job.key) is job:  # a newer job may hold the key of a layer that died
-            del self.jobs[job.key]
-        job.done.set()
+            job.done.set()
 
     def _work(self) -> None:
         _one_core_here()
@@ -94,18 +100,20 @@ class _Pool:
                 while (job := self._next()) is None:
                     self.cv.wait()
                 self.queue.remove(job)
+                self.running.append(job)
                 was_warm = job.warm
                 self.warm_running += was_warm
             try:
                 layer = job.ref()
                 if layer is not None:  # a trace nobody holds any more is not worth a pass
-                    summarize(layer, job.side, job.specials)
+                    summarize(layer, *job.key)
             except Exception:  # noqa: BLE001  (the caller recomputes and sees the error itself)
                 pass
             finally:
                 with self.cv:
                     self.warm_running -= was_warm
-                    self._forget(job)
+                    self.running.remove(job)
+                    job.done.set()
                     self.cv.notify_all()
 
     def _next(self) -> _Job | None:
@@ -156,8 +164,7 @@ def summaries(
     """bands.summarize of every layer, the missing ones made in the pool's threads (one core
     each, in parallel); a GPU trace's layers are made here, one after another (its kernels are
     parallel already)."""
-    memo_key = (side, specials)
-    missing = [la for la in layers if memo_key not in la.__dict__.get("_summaries", {})]
+    missing = [la for la in layers if not made(la, side, specials)]
     if missing and all(_on_cpu(la) for la in missing):
         jobs = [_pool.submit(la, side, specials, warm=False) for la in missing]
         for job in jobs:
@@ -169,5 +176,32 @@ def summaries(
 def warm(layers: Sequence, side: tuple[int, int] | None, specials: tuple[int, ...]) -> None:
     """Start summarizing these layers in the background, behind any view's request."""
     for layer in layers:
-        if (side, specials) not in layer.__dict__.get("_summaries", {}) and _on_cpu(layer):
+        if not made(layer, side, specials) and _on_cpu(layer):
             _pool.submit(layer, side, specials, warm=True)
+
+
+def overview_key(trace) -> tuple[tuple[int, int], tuple[int, ...]]:
+    """The (side, specials) of the pass the overview and the head statistics read."""
+    return (THUMB, THUMB), specials_of(trace)
+
+
+def pending(trace) -> bool:
+    """Whether a view of every head of this trace would wait for a pass (a lean layer whose
+    overview summary is not made yet)."""
+    side, specials = overview_key(trace)
+    return any(layer.lean and not made(layer, side, specials) for layer in trace.layers)
+
+
+def fill(trace) -> None:
+    """Make the overview's and the statistics' summaries of a trace's lean layers now, a layer
+    per core, so that the engine finds them memoized (a trace with no lean layer: nothing)."""
+    lean = [layer for layer in trace.layers if layer.lean]
+    if lean:
+        summaries(lean, *overview_key(trace))
+
+
+def warm_trace(trace) -> None:
+    """Start the overview's pass over a trace's lean layers in the background."""
+    lean = [layer for layer in trace.layers if layer.lean]
+    if lean:
+        warm(lean, *overview_key(trace))

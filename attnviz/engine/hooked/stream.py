@@ -1,0 +1,176 @@
+"""The residual stream of a traced decoder input at one position: the input run again through its
+model, with the trace's what-if knobs, while forward hooks read what enters and leaves each layer
+and norm at that position (a trace keeps the attention tensors, not the states between layers).
+
+The hooks live for one call and act only in the thread that registered them, so another session
+running the same cached model meanwhile is neither recorded nor slowed beyond a function call.
+Attention runs lean (no n x n tensor), as a long trace does.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from attnviz.engine.hooked.families import DECODER
+from attnviz.engine.hooked.labels import token_labels
+from attnviz.engine.hooked.loading import LoadedModel
+from attnviz.engine.hooked.readout import (
+    decoder_layers,
+    embedding_norm,
+    final_norm,
+    needs_head,
+    post_ln_norms,
+)
+from attnviz.engine.request import Knobs
+from attnviz.engine.trace import Trace
+
+
+@dataclass
+class Stream:
+    """What entered (`inputs`) and left (`outputs`) each module at one position, float32 CPU
+    [d_model] each, by name: "layer{i}" (decoder layer i), "final_norm", and for post-LayerNorm
+    models "embedding_norm" and "layer{i}.norm{j}". `logits`: the model's own logits there."""
+
+    position: int  # in the decoder's tokens (an encoder-decoder's `trace.part("decoder")`)
+    tokens: list[str]  # the decoder's tokens up to the last real one (padding dropped)
+    logits: torch.Tensor | None = None  # [vocab]
+    inputs: dict[str, torch.Tensor] = field(default_factory=dict)
+    outputs: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def decoder_part(model: LoadedModel, trace: Trace) -> Trace:
+    """The trace whose queries are the tokens the next-token head reads."""
+    return trace.part(DECODER) if model.kind == "encoder-decoder" else trace
+
+
+def _real_length(trace: Trace) -> int:
+    pads = trace.special.get("[PAD]", [])
+    return len(trace.tokens) - len(pads)  # padding is on the right
+
+
+def position_in(trace: Trace, position: int) -> int:
+    """`position` (negative counts from the last real token) as an index, checked."""
+    n = _real_length(trace)
+    if isinstance(position, bool) or not isinstance(position, int):
+        raise TypeError(f"position must be an int, not {type(position).__name__}")
+    pos = position + n if position < 0 else position
+    if not 0 <= pos < n:
+        raise ValueError(f"position={position} is outside the {n} tokens of this input")
+    return pos
+
+
+def _ids(model: LoadedModel, trace: Trace, n: int) -> torch.Tensor:
+    """The ids of a trace's first `n` tokens: those tracing kept, else read back from the tokens
+    (a trace without them: its tokens must be the vocabulary's own pieces). [1, n]"""
+    tokens = trace.tokens[:n]
+    ids = trace.token_ids[:n] if trace.token_ids is not None else None
+    if ids is None:
+        ids = model.tokenizer.convert_tokens_to_ids(tokens)
+        if any(i is None for i in ids) or model.tokenizer.convert_ids_to_tokens(ids) != tokens:
+            ids = None
+    elif token_labels(model.tokenizer, ids) != tokens:
+        ids = None
+    if ids is None:
+        raise ValueError(f"this trace's tokens are not {model.name!r}'s: trace it with this model")
+    return torch.tensor([ids])
+
+
+def _knobs(model: LoadedModel, trace: Trace) -> Knobs:
+    """The what-if knobs the trace was made with, for a lean rerun."""
+    meta = trace.meta
+    hide_in = None
+    if model.kind == "encoder-decoder":  # as tracing does: source tokens hidden from the encoder
+        hide_in = frozenset(i for i, b in enumerate(model.blocks) if b.part != DECODER)
+    return Knobs(
+        use_scale=meta.get("use_scale", True),
+        temperature=meta.get("temperature", 1.0),
+        ablate=frozenset(tuple(pair) for pair in meta.get("ablate", ())),
+        mask_tokens=tuple(meta.get("mask_tokens", ())),
+        hide_in=hide_in,
+        lean=True,
+    )
+
+
+def _modules(model: LoadedModel) -> dict[str, Any]:
+    """The modules whose input and output at the position make the stream, by name."""
+    mods: dict[str, Any] = {}
+    emb = embedding_norm(model)
+    if emb is not None:
+        mods["embedding_norm"] = emb
+    for i, layer in enumerate(decoder_layers(model)):
+        mods[f"layer{i}"] = layer
+        for j, norm in enumerate(post_ln_norms(model, layer)):
+            mods[f"layer{i}.norm{j}"] = norm
+    norm = final_norm(model)
+    if norm is not None:
+        mods["final_norm"] = norm
+    return mods
+
+
+def _first(value: Any) -> torch.Tensor:
+    return value[0] if isinstance(value, tuple) else value
+
+
+@contextmanager
+def _hooks(mods: dict[str, Any], pos: int, stream: Stream) -> Iterator[None]:
+    me = threading.get_ident()
+
+    def hook(name: str):
+        def read(module, args, kwargs, output) -> None:
+            if threading.get_ident() != me:  # another session's forward of the same model
+                return
+            x = args[0] if args else kwargs["hidden_states"]  # [batch, n, d_model]
+            stream.inputs[name] = x[0, pos].detach().to("cpu", torch.float32)
+            stream.outputs[name] = _first(output)[0, pos].detach().to("cpu", torch.float32)
+
+        return read
+
+    handles = [m.register_forward_hook(hook(n), with_kwargs=True) for n, m in mods.items()]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def read_stream(model: LoadedModel, trace: Trace, position: int = -1) -> Stream:
+    """Run the trace's input through `model` again (its knobs, lean attention) and read the
+    residual stream at `position` of the decoder's tokens (-1: the last real one)."""
+    needs_head(model)
+    if trace.source != model.name:
+        raise ValueError(f"this trace comes from {trace.source!r}, not from {model.name!r}")
+    if model.kind == "encoder-decoder" and trace.meta.get("part", "encoder") != "encoder":
+        raise ValueError(
+            "pass the trace trace_model returned (the encoder's, with its decoder and cross parts),"
+            " not one of its parts: the rerun needs the encoder's tokens too"
+        )
+    dec = decoder_part(model, trace)
+    pos = position_in(dec, position)
+    n = _real_length(dec)
+    stream = Stream(position=pos, tokens=dec.tokens[:n])
+    dev = torch.device(model.device)
+    inputs = {"input_ids": _ids(model, dec, n).to(dev)}
+    inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
+    if model.kind == "encoder-decoder":
+        enc_ids = _ids(model, trace, _real_length(trace)).to(dev)
+        inputs = {
+            "input_ids": enc_ids,
+            "attention_mask": torch.ones_like(enc_ids),
+            "decoder_input_ids": inputs["input_ids"],
+            "decoder_attention_mask": inputs["attention_mask"],
+        }
+    with torch.inference_mode(), _hooks(_modules(model), pos, stream):
+        out = model.model(
+            **inputs,
+            attnviz_knobs=_knobs(model, trace),
+            logits_to_keep=torch.tensor([pos], device=dev),
+        )
+    logits = out.logits[0]  # [1 or n, vocab]: BART's head ignores logits_to_keep
+    stream.logits = logits[-1 if len(logits) == 1 else pos].detach().to("cpu", torch.float32)
+    return stream

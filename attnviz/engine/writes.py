@@ -1,0 +1,88 @@
+"""What a head writes, not only where it looks: value-weighted attention (Kobayashi et al. 2020).
+
+Head h at query i adds z_i W_O^h = Σ_j alpha_ij · f_h(x_j) to the residual stream, with
+f_h(x_j) = W_O^h v_j^h: what key j sends through head h (W_O^h is the head's d_head rows of the
+output projection, v_j^h the value vector of its K/V group under GQA/MQA). A large weight on a key
+that sends almost nothing moves almost nothing, so
+
+    moved[h, i, j] = alpha_ij · ||W_O^h v_j^h||_2
+
+weighs each attention weight by the size of what it carries. The per-key norms are computed once,
+when the trace is made (a [head, n_k] tensor, LayerTrace.f_norm); `moved` is recomputed from the
+weights on access, so a long (lean) trace stores nothing n x n for it either. The output bias is
+left out, as in the paper: it is added whatever the weights are. The share of each head's
+movement that reaches special tokens is attnviz.engine.stats.special_share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+# A LayerTrace (attnviz.engine.trace imports this module, so it is not imported back).
+LayerTrace = Any
+
+
+def key_norms(
+    v: torch.Tensor, w_o: torch.Tensor, n_heads: int, silenced: Iterable[int] = ()
+) -> torch.Tensor:
+    """||W_O^h v_j^h||_2 for every query head h and key j, float32 where v lives.
+
+    v: [..., n_kv_heads, n_k, d_head] (not expanded; query head h uses K/V head
+    h // (n_heads // n_kv_heads)); w_o: [n_heads * d_head, d_model], rows in the order of the
+    concatenated heads (x @ w_o, as GPT-2's Conv1D stores it; an nn.Linear's weight transposed).
+    A silenced head sends nothing: its norms are 0. Returns [..., n_heads, n_k]."""
+    n_kv, d_head = v.shape[-3], v.shape[-1]
+    if n_heads % n_kv or w_o.shape[0] != n_heads * d_head:
+        raise ValueError(
+            f"W_O has {w_o.shape[0]} input rows and v {n_kv} K/V heads of {d_head}: expected "
+            f"{n_heads} x {d_head} rows and a K/V head count that divides {n_heads}"
+        )
+    group = n_heads // n_kv  # query heads per K/V head
+    # ||v W_h||² = v (W_h W_hᵀ) vᵀ: a d_head x d_head Gram matrix per head instead of projecting
+    # every key to d_model (n·d_head² instead of n·d_head·d_model; within 3e-7 of the direct norm
+    # on the bundled models, bench/writes.py --costs)
+    w = w_o.detach().to(v.device, torch.float32).reshape(n_heads, d_head, -1)  # [head, d, d_model]
+    gram = w @ w.transpose(1, 2)  # [head, d_head, d_head]
+    vh = v.float().repeat_interleave(group, dim=-3) if group > 1 else v.float()  # [.., head, k, d]
+    norms = ((vh @ gram) * vh).sum(-1).clamp_min_(0).sqrt_()  # [..., head, n_k]
+    off = sorted(set(silenced))
+    if off:
+        norms[..., off, :] = 0.0
+    return norms
+
+
+def f_norm_of(layer: LayerTrace) -> torch.Tensor:
+    """The layer's per-key norms [head, n_k], or a ValueError that says why there are none."""
+    if layer.__dict__.get("_stored_f_norm") is None:
+        raise ValueError(
+            "this trace has no per-key norms ||W_O^h v_j|| (LayerTrace.f_norm), so `moved` is "
+            "unknown: trace the text again with this version of attnviz (trace_text or "
+            "trace_model); a trace made from attention weights alone has no values"
+        )
+    return layer.f_norm  # [head, n_k] CPU float32
+
+
+def moved_of(layer: LayerTrace, head: int | None = None) -> torch.Tensor:
+    """A LayerTrace's `moved` field, recomputed on access: weights · ||W_O^h v_j^h|| for every
+    head [head, q, k], or for one [q, k]."""
+    f = f_norm_of(layer)  # [head, k]
+    if head is None:
+        return layer.weights * f.unsqueeze(1)  # [head, q, k]
+    return layer.head("weights", head) * f[head].unsqueeze(0)  # [q, k]
+
+
+def moved_block(
+    layer: LayerTrace,
+    head: int,
+    rows: slice | torch.Tensor | None = None,
+    cols: slice | torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Head `head`'s moved on rows x cols: the weights' block (a lean layer recomputes only it)
+    times the norms of those keys. [rows, cols] CPU float32"""
+    f = f_norm_of(layer)[head]  # [k]
+    if cols is not None:
+        f = f[cols] if isinstance(cols, slice) else f[torch.as_tensor(cols, dtype=torch.long)]
+    return layer.block("weights", head, rows, cols) * f.reshape(1, -1)  # [rows, cols]

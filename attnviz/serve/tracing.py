@@ -1,0 +1,106 @@
+"""Where the server's traces are made, from a TraceRequest (attnviz.engine.request) to a compact
+trace: the request is tokenized and weighed once (engine prepare), waits in the trace workers
+with the other requests of its group that wait at the same moment (the Batcher: a class typing at
+once gets one forward for many sentences), is made in a worker thread that stays, compacted,
+counted for the collector and, for a long input, its overview pass started (serve.bandpool).
+
+One owner for batching: `make` decides which requests may share a forward (engine may_share: a
+short sentence of an encoder that pads on the right, no knob that changes its inputs) and what
+each weighs; the Batcher groups the waiting ones by `request.group` up to BATCH_MAX and
+BATCH_BYTES; the engine's trace_batch runs a group as it comes. No streamlit here.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Hashable
+
+import torch
+
+from attnviz.engine.config import StackConfig
+from attnviz.engine.request import TraceRequest
+from attnviz.engine.stack import trace_text
+from attnviz.engine.trace import Trace, compact
+from attnviz.serve import bandpool
+from attnviz.serve.batcher import Batcher
+from attnviz.serve.collector import count_made
+from attnviz.serve.cores import Cores
+from attnviz.serve.settings import serving
+
+BATCH_MAX = 8  # sentences in one forward at most (bench/hooked.py: eight 32-token ones, ~60 ms)
+BATCH_BYTES = 64 * 2**20  # trace bytes of one batched forward at most: a 512-token one goes alone
+
+# The loaded models a request may name, by their key (LoadedModel.key): a request alone is enough
+# to make its trace again (a fragment whose trace was evicted). Weak: the app's model cache
+# decides how long a model lives.
+_models: weakref.WeakValueDictionary[Hashable, object] = weakref.WeakValueDictionary()
+
+
+def register(model) -> None:
+    """Let requests name this loaded model by its key."""
+    _models[model.key] = model
+
+
+def model_for(request: TraceRequest):
+    """The loaded model a request names; LookupError when it is not loaded (any more)."""
+    model = _models.get(request.model)
+    if model is None:
+        raise LookupError(f"model {request.model!r} is not loaded in this server")
+    return model
+
+
+@functools.cache
+def pool() -> Batcher:
+    """The trace workers, one set per process (serving: trace_workers). Threads that stay: a
+    forward in a new thread pays for a new OpenMP team (bench/hooked.py); one worker by default,
+    so that a class's sentences wait together and share forwards (bench/load.py)."""
+    return Batcher(serving().trace_workers, BATCH_MAX, "attnviz-trace", BATCH_BYTES)
+
+
+_cores = Cores(torch.get_num_threads())
+
+
+def compacted(full: Trace) -> tuple[Trace, int]:
+    """The trace as a cache keeps it, and the bytes of the full one (what the collector counts)."""
+    return compact(full), full.nbytes()
+
+
+def run_stack(requests: list[TraceRequest]) -> list[tuple[Trace, int]]:
+    """The toy stack's traces (one request at a time: the stack does not batch)."""
+    _cores.use(len(requests), pool().waiting)
+    return [compacted(trace_text(r.text, r.model, text_pair=r.pair)) for r in requests]
+
+
+def run_model(model, items: list) -> list[tuple[Trace, int]]:
+    """Prepared requests of one group through the model in one forward (engine trace_batch)."""
+    from attnviz.engine.hooked import trace_batch
+
+    _cores.use(len(items), pool().waiting)
+    return [compacted(full) for full in trace_batch(model, items)]
+
+
+def make(request: TraceRequest, model=None) -> Trace:
+    """The trace `request` asks for, made in the trace workers and compacted. `model`: the loaded
+    model it names (default: the registered one)."""
+    if not isinstance(request, TraceRequest):
+        raise TypeError(f"request must be a TraceRequest, not {type(request).__name__}")
+    if isinstance(request.model, StackConfig):
+        job = pool().submit(None, request, run_stack)
+    else:
+        from attnviz.engine.hooked import may_share, prepare
+
+        model = model_for(request) if model is None else model
+        if request.model != model.key:
+            raise ValueError(f"the request names {request.model!r}, not this model {model.key!r}")
+        item = prepare(model, request)  # tokenized and weighed once, here
+        alone = not may_share(model, item) or 2 * item.n_bytes > BATCH_BYTES
+        group = None if alone else request.group
+        job = pool().submit(group, item, functools.partial(run_model, model), item.n_bytes)
+    trace, n_bytes = job.result()
+    count_made(n_bytes)
+    if any(layer.lean for layer in trace.layers):
+        # the overview's and the statistics' pass over bands starts now, in the background: a
+        # user who opens the overview of a long document a moment later finds it (partly) done
+        bandpool.warm_trace(trace)
+    return trace
