@@ -88,7 +88,7 @@ def child_load(name: str, first: bool) -> dict:
     out = {"imports": imports, "load": time.perf_counter() - t1, "rss": peak_rss()}
     out |= {"total": time.perf_counter() - t0, "load_cpu": time.process_time() - c1}
     out["total_cpu"] = time.process_time()  # the whole process so far, imports included
-    from attnviz.engine.hooked.tracing import longest_input
+    from attnviz.engine.budget import longest_input
 
     out["default_tokens"] = longest_input(model)
     if home is not None:

@@ -65,7 +65,8 @@ def _pick_label(models: dict[str, BundledModel]):
     mark = t("pick.not_installed")
 
     def label(name: str) -> str:
-        return f"{name} ({mark})" if name in missing else name
+        short = name.rsplit("/", 1)[-1]  # all-MiniLM-L6-v2, not its Hub owner
+        return f"{short} ({mark})" if name in missing else short
 
     return label
 

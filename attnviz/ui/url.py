@@ -65,7 +65,8 @@ def _view_default(page: str) -> str:
 # The bundled models a picker offers (attnviz.engine.bundled), in this order only so that a
 # test's "another value" is a small model (tests/test_url_table.py); the pickers list them in
 # bundled_models() order.
-_PICKS = (DEFAULT_NAME, "smollm2-135m", "gemma-3-270m", TRAINED_DECODER)
+_PICKS = (DEFAULT_NAME, "smollm2-135m", TRAINED_DECODER, "gemma-3-270m")
+_DECODER_PICKS = ("gemma-3-270m", "smollm2-135m", TRAINED_DECODER)
 _DECODER_BY_LANG = {"en": "smollm2-135m", "zh": "gemma-3-270m"}
 
 
@@ -189,7 +190,7 @@ TABLE = (
     Key("po_alpha", ("positions",), "choice", 2.0,
         options=(0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)),
     # attention while generating (issue 24)
-    Key("g_pick", ("generate",), "choice", _first_decoder, "value", _PICKS[1:],
+    Key("g_pick", ("generate",), "choice", _first_decoder, "value", _DECODER_PICKS,
         doc="a bundled decoder (default: SmolLM2 in English, Gemma 3 in Chinese, where "
         "installed; else attnviz-char-zh-en); a name in `g_model` goes first"),
     Key("g_model", ("generate",), "text", "",
