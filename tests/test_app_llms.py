@@ -11,13 +11,14 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from attnviz.engine.bundled import REGISTRY, RegistryModel, bundled_models, registry_file
 from attnviz.engine.generate import TRAINED_DECODER
 from attnviz.i18n import translate
 from attnviz.ui import markup, url
 from tests import gguf_tiny
-from tests.apphelpers import app, page_text
+from tests.apphelpers import APP, app, page_text
 
 PRETRAINED = "app_pages/pretrained.py"
 GENERATE = "app_pages/generate.py"
@@ -31,10 +32,19 @@ def home(tmp_path, monkeypatch) -> Path:
     return tmp_path / "home"
 
 
+def _page(page: str, query: dict) -> AppTest:
+    """The page as a link opens it, without waiting for the bundled model first (apphelpers.app
+    does, for pages that show it): a model that is not installed loads nothing."""
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params.update(query)
+    at.switch_page(page)
+    return at.run()
+
+
 @pytest.mark.parametrize("lang", sorted(LANGS))
 def test_a_registry_llm_not_installed_gets_the_command_that_installs_it(home, lang) -> None:
     code = LANGS[lang]
-    at = app(PRETRAINED, {"pick": "smollm2-135m", "lang": lang})
+    at = _page(PRETRAINED, {"pick": "smollm2-135m", "lang": lang})
     assert not at.exception and not at.error
     box = at.selectbox(key="pick")
     assert box.value == "smollm2-135m"  # from the link
@@ -79,7 +89,7 @@ def test_a_registry_llm_loads_through_the_picker_of_both_pages(home, monkeypatch
         kind="decoder", languages=("en",), licence="MIT", parameters=1, about="a test model",
     )  # fmt: skip
     monkeypatch.setitem(REGISTRY, "tiny-test", entry)
-    at = app(PRETRAINED, {"pick": "tiny-test", "device": "cpu"})
+    at = _page(PRETRAINED, {"pick": "tiny-test", "device": "cpu"})
     assert not at.exception and not at.error and not at.warning
     assert at.query_params["pick"] in ("tiny-test", ["tiny-test"])  # the choice in the URL
     assert "MIT" in page_text(at) and at.get("plotly_chart")
@@ -99,3 +109,23 @@ def test_generate_on_smollm2_continues_the_repeated_sentence_with_tired() -> Non
     assert not at.exception and not at.error
     assert at.selectbox(key="g_pick").value == "smollm2-135m"  # English opens on SmolLM2
     assert at.metric[1].value == "␣tired"  # the token chosen at the last step
+
+
+def test_public_mode_offers_only_the_installed_decoders_and_no_box(home, monkeypatch) -> None:
+    from attnviz.engine.budget import budget
+
+    monkeypatch.setenv("ATTNVIZ_PUBLIC", "1")
+    budget.cache_clear()
+    try:
+        at = app(GENERATE, {"g_n": "2", "g_model": "/etc"})
+        assert not at.exception and not at.error
+        assert at.selectbox(key="g_pick").options == [TRAINED_DECODER]  # nothing fetched here
+        assert not [w for w in at.text_input if w.key == "g_model"]  # no typed names or paths
+        assert "GPL-3.0-or-later" in page_text(at) and at.get("plotly_chart")
+        monkeypatch.setenv("ATTNVIZ_MODELS", "sentence-transformers/all-MiniLM-L6-v2")
+        at = app(GENERATE)
+        said = translate("gen.no_decoder", "en")
+        assert not at.exception and [w.value for w in at.warning] == [said]
+    finally:
+        monkeypatch.undo()
+        budget.cache_clear()

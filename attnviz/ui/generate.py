@@ -31,8 +31,11 @@ def decoder():
     why not. In public mode, only the bundled decoders this server offers, never a typed name."""
     if public():
         offered = [n for n in allowed_models() if n in _DECODERS]
+        if not offered:
+            st.warning(t("gen.no_decoder"))
+            return None
         default = url.default("g_pick", lang=lang())
-        default = default if default in offered or not offered else offered[0]
+        default = default if default in offered else offered[0]
         name = url_select(st.selectbox, t("gen.pick"), offered, "g_pick", default)
         public_facts(name)
     else:
