@@ -103,11 +103,28 @@ def child_load(name: str, first: bool) -> dict:
     return out
 
 
+def plain_forward(hf, ids, impl: str):
+    """A forward of the HF model with attention implementation `impl` ("eager", "sdpa"), no
+    attentions kept, logits for the last position only (as a trace computes them)."""
+    import torch
+
+    from attnviz.engine.hooked.intercept import IMPL
+
+    def run() -> None:
+        hf.set_attn_implementation(impl)
+        try:
+            with torch.inference_mode():
+                hf(ids, logits_to_keep=1)
+        finally:
+            hf.set_attn_implementation(IMPL)
+
+    return run
+
+
 def child_speed(name: str, n: int, reps: int) -> dict:
     import torch
 
     from attnviz.engine.hooked import trace_model
-    from attnviz.engine.hooked.intercept import IMPL
 
     torch.set_num_threads(1)
     model = _load(name)
@@ -120,21 +137,10 @@ def child_speed(name: str, n: int, reps: int) -> dict:
         if dev.type == "cuda":
             torch.cuda.synchronize()
 
-    def forward(impl: str):
-        def run() -> None:
-            hf.set_attn_implementation(impl)
-            try:
-                with torch.inference_mode():
-                    hf(ids, logits_to_keep=1)
-            finally:
-                hf.set_attn_implementation(IMPL)
-
-        return run
-
     sides = {
         "trace": lambda: trace_model(model, text, max_length=n),
-        "eager": forward("eager"),
-        "sdpa": forward("sdpa"),
+        "eager": plain_forward(hf, ids, "eager"),
+        "sdpa": plain_forward(hf, ids, "sdpa"),
     }
     for fn in sides.values():  # warm-up (one-time set-up on each side)
         fn()

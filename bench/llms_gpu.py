@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("ATTNVIZ_MAX_TRACE_BYTES", str(16 * 2**30))
 os.environ.setdefault("ATTNVIZ_MAX_MODEL_WORK", str(10**15))
 
-from llms import ANIMAL, MODELS, child_atlas, long_text  # noqa: E402
+from llms import ANIMAL, MODELS, child_atlas, long_text, plain_forward  # noqa: E402
 
 from attnviz.engine.hooked import gguf_cache, load_model, trace_model  # noqa: E402
 from attnviz.engine.hooked.intercept import IMPL  # noqa: E402
@@ -94,19 +94,11 @@ def bench(model, n: int, reps: int) -> None:
     ids = model.call_tokenizer(text, truncation=True, max_length=n, return_tensors="pt")
     ids = ids["input_ids"].to(model.device)
 
-    def forward(impl: str):
-        def run() -> None:
-            hf.set_attn_implementation(impl)
-            try:
-                with torch.inference_mode():
-                    hf(ids, logits_to_keep=1)
-            finally:
-                hf.set_attn_implementation(IMPL)
-
-        return run
-
-    sides = {"trace": lambda: trace_model(model, text, max_length=n), "eager": forward("eager"),
-             "sdpa": forward("sdpa")}  # fmt: skip
+    sides = {
+        "trace": lambda: trace_model(model, text, max_length=n),
+        "eager": plain_forward(hf, ids, "eager"),
+        "sdpa": plain_forward(hf, ids, "sdpa"),
+    }
     t = timed(sides, reps)
     peaks = dict.fromkeys(sides, 0.0)
     for side, fn in sides.items() if ids.is_cuda else ():
