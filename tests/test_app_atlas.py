@@ -131,3 +131,74 @@ def test_too_many_texts_are_cut_with_a_message():
     assert not at.exception, at.exception
     assert any("71 texts is more than one atlas measures" in w.value for w in at.warning)
     assert any("64 texts measured (60 of them yours)" in c.value for c in at.caption)
+
+
+def test_every_role_a_head_passes_is_shown():
+    """The char model's L1H0 passes previous token and self on the English probes: the card
+    lists both, the grid carries a dot of the further role, and the example follows the role
+    picked (kept in the URL)."""
+    query = {"at_model": "attnviz-char-zh-en", "at_probes": "en", "at_layer": "1", "at_head": "0"}
+    at = app(PAGE, query)
+    assert not at.exception, at.exception
+    assert at.subheader[0].value == "Layer 1, head 0: previous token · self"
+    further = [tr for tr in _grid(at)["data"] if tr.get("legendgroup") == "self"]
+    assert any(tr.get("hoverinfo") == "skip" and tr["x"] for tr in further)  # the dot
+    example = json.loads(at.get("plotly_chart")[1].proto.spec)
+    assert "“previous token”" in example["layout"]["title"]["text"]
+    at = app(PAGE, {**query, "at_role": "self"})
+    example = json.loads(at.get("plotly_chart")[1].proto.spec)
+    assert "“self”" in example["layout"]["title"]["text"]
+    i, k = (int(x) for x in _link(at)["query"]["mark"][0].split(","))
+    assert i == k and i >= 1  # a self row, never the forced first one
+    strongest = at.get("dataframe")[0].value  # the texts where "self" is strongest
+    assert list(strongest.columns)[:2] == ["Text", "Score"] and len(strongest) == 10
+    assert strongest["Score"].is_monotonic_decreasing
+
+
+@pytest.fixture(scope="module")
+def saved_atlases(tmp_path_factory):
+    """Two saved corpus atlases under a data directory, written as `attnviz atlas` writes them
+    (without Ray: the same score_batch and Store)."""
+    from attnviz.engine.hooked import load_model
+    from attnviz.engine.roles import probe_list
+    from attnviz.serve import corpus
+
+    root = tmp_path_factory.mktemp("atlases")
+    model = load_model(device="cpu")
+    texts = [*probe_list("en")[:6], "<b>far</b> too long " * 6_000]  # the last one: skipped
+    store = corpus.Store.open(root / "run1", corpus.Manifest("all-MiniLM-L6-v2", 512, 7, 7, "x"))
+    store.write_part(0, corpus.score_batch(model, list(enumerate(texts)), 512))
+    frame = store.finish(corpus.Corpus(tuple(texts), tuple(f"probes:{i}" for i in range(7))))
+    return root, frame
+
+
+def test_a_saved_corpus_atlas_opens_from_the_data_directory(saved_atlases, monkeypatch):
+    root, frame = saved_atlases
+    monkeypatch.setenv("ATTNVIZ_ATLAS_DIR", str(root))
+    at = app(PAGE, {"at_source": "saved", "at_saved": "run1", "at_layer": "0", "at_head": "2"})
+    assert not at.exception, at.exception
+    heads = [p for tr in _grid(at)["data"] if tr.get("customdata") for p in tr["customdata"]]
+    assert len(heads) == len(frame) == 72
+    assert at.subheader[0].value.startswith("Layer 0, head 2: ")
+    assert any("6 texts measured" in c.value for c in at.caption)
+    skipped = [
+        e
+        for e in at.expander
+        if e.label == "Texts the run skipped (longer than its token limit; never cut): 1"
+    ]
+    assert skipped and skipped[0].get("dataframe")[0].value.values.tolist() == [
+        ["probes:6", "120,000 characters > 100,000"]
+    ]
+    assert any("text " in m.value and "(probes" in m.value for m in at.markdown)  # the example
+    strongest = at.get("dataframe")[1].value  # after the skipped texts' table
+    assert set(strongest["Text"]) <= {f"probes:{i}" for i in range(6)}
+    assert _link(at)["query"]["view"] == ["detail"]  # whole texts open in Head detail
+    # Only the folders listed: a name that walks out of the directory opens nothing.
+    at = app(PAGE, {"at_source": "saved", "at_saved": "../run1"})
+    assert not at.exception and not at.get("plotly_chart")
+    # Public mode: upload only, the server's folders are not listed.
+    monkeypatch.setenv("ATTNVIZ_PUBLIC", "1")
+    at = app(PAGE, {"at_source": "saved", "at_saved": "run1"})
+    assert not at.exception, at.exception
+    assert not [s for s in at.selectbox if s.key == "at_saved"]
+    assert not at.get("plotly_chart")  # nothing opened until an upload

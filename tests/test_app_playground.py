@@ -118,7 +118,10 @@ def test_a_link_with_a_language_code_opens_in_chinese_and_names_it_at_once(typed
 def test_a_link_with_english_or_an_unknown_language_opens_in_english(typed: str) -> None:
     at = app(query={"lang": typed})
     assert not at.exception and at.title[0].value.startswith("Playground")
-    assert "lang" not in at.query_params
+    # English is named too (issue 34): without it the link opens in its reader's language
+    assert at.query_params.get("lang") in ("English", ["English"])
+    at.run()
+    assert at.query_params.get("lang") in ("English", ["English"])
 
 
 @pytest.mark.parametrize(("locale", "title"), [("zh-CN", "实验场"), ("en-US", "Playground")])
@@ -126,8 +129,8 @@ def test_a_plain_link_opens_in_the_browsers_language(monkeypatch, locale, title)
     monkeypatch.setattr("attnviz.ui.language.browser_locale", lambda: locale)
     at = app()
     assert not at.exception and at.title[0].value.startswith(title)
-    named = at.query_params.get("lang")  # a Chinese view names its language in the link at once
-    assert named in (("中文", ["中文"]) if title == "实验场" else (None,)), named
+    named = at.query_params.get("lang")  # the view names its language in the link at once
+    assert named in (("中文", ["中文"]) if title == "实验场" else ("English", ["English"])), named
     at.radio(key="lang").set_value("English").run()  # the picker wins from then on
     assert at.title[0].value.startswith("Playground")
     at.run()

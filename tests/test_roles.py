@@ -29,6 +29,7 @@ from transformers import (
 from attnviz import StackConfig
 from attnviz.engine import roles
 from attnviz.engine.hooked import load_model, resolve
+from attnviz.engine.qkmap import qk_map
 from attnviz.engine.trace import LayerTrace, Trace
 
 ATOL = 1e-4
@@ -43,17 +44,30 @@ TEXTS = [
 # ---- the definitions, recomputed from a list of per-layer attentions -----------------------
 
 
+def earlier(tok: list, i: int, context: int = 8) -> tuple[int, int] | None:
+    """The issue's (j, m) for row i, brute force: of the earlier j with tok[j] == tok[i] and
+    j + 1 < i, the one whose preceding tokens match i's longest (m tokens, up to `context`),
+    latest first."""
+    best, best_len = None, 0
+    for j in range(i - 1):
+        if tok[j] != tok[i]:
+            continue
+        m = 1
+        while m < context and j - m >= 0 and tok[j - m] == tok[i - m]:
+            m += 1
+        if m >= best_len:
+            best, best_len = j, m
+    return None if best is None else (best, best_len)
+
+
 def oracle(attentions: list[list[torch.Tensor]], ids: list[list[int]], causal: bool) -> dict:
     """{(layer, head): {score: mean}} from each text's attentions ([head, n, n] per layer) and
-    token ids, by the issue's definitions, one row at a time."""
+    token ids, by the issue's definitions, one row at a time; only rows that may see two keys
+    or more count (a decoder's first row is forced)."""
     sums: dict = {}
     for per_layer, tok in zip(attentions, ids, strict=True):
         n = len(tok)
-        pairs = []
-        for i in range(n):
-            earlier = [j for j in range(i) if tok[j] == tok[i]]
-            if earlier and earlier[-1] + 1 < i:
-                pairs.append((i, earlier[-1]))
+        pairs = [(i, *jm) for i in range(n) if (jm := earlier(tok, i)) is not None]
         for layer, w in enumerate(per_layer):
             w = w.double()
             for h in range(w.shape[0]):
@@ -65,18 +79,22 @@ def oracle(attentions: list[list[torch.Tensor]], ids: list[list[int]], causal: b
 
                 for i in range(n):
                     row = w[h, i]
+                    seen = i + 1 if causal else n
+                    if seen < 2:
+                        continue
                     put("self", row[i])
                     if i >= 1:
                         put("previous_token", row[i - 1])
                         put("first_token", row[0])
-                    seen = i + 1 if causal else n
-                    if seen >= 2:
-                        p = row[:seen]
-                        ent = -sum(float(x) * math.log(float(x)) for x in p if x > 0)
-                        put("entropy", ent / math.log(seen))
-                for i, j in pairs:
+                    p = row[:seen]
+                    ent = -sum(float(x) * math.log(float(x)) for x in p if x > 0)
+                    put("entropy", ent / math.log(seen))
+                for i, j, m in pairs:
+                    if (i + 1 if causal else n) < 2:
+                        continue
                     put("duplicate_token", w[h, i, j])
-                    put("induction", w[h, i, j + 1])
+                    if m >= 2:  # induction: inside a repeated stretch
+                        put("induction", w[h, i, j + 1])
     return {key: {s: a / c for s, (a, c) in acc.items()} for key, acc in sums.items()}
 
 
@@ -196,7 +214,8 @@ def test_probe_set_both_languages():
             units = text.split() if lang == "en" else list(text)
             half = len(units) // 2
             assert units[:half] == units[half:] and len(set(units[:half])) == half
-    assert roles.repeats(["a", "b", "a", "a", "c", "b"]) == [(2, 0), (5, 1)]
+    # Row 3's latest earlier "a" is its previous token: the one before it counts.
+    assert roles.repeats(["a", "b", "a", "a", "c", "b"]) == [(2, 0, 1), (3, 0, 1), (5, 1, 1)]
     assert (
         roles.is_punctuation("##.") and roles.is_punctuation("。") and not roles.is_punctuation("a")
     )
@@ -324,7 +343,7 @@ def test_qk_map_distance_tracks_the_dot_product():
     texts = hand_texts()[:3]
     traces = [model(text) for text in texts]
     n_q = sum(len(tr.tokens) for tr in traces)
-    points = roles.qk_map(traces, 0, 0, dims=64)
+    points = qk_map(traces, 0, 0, dims=64)
     assert len(points) == 2 * n_q and set(points.kind) == {"query", "key"}
     coords = torch.tensor(points[["x", "y", *[c for c in points if c.startswith("pc")]]].values)
     queries, keys = points.kind == "query", points.kind == "key"
@@ -354,5 +373,5 @@ def test_qk_map_uses_what_the_softmax_saw(tmp_path, tokenizer):
         q, k = layer.head("q", head), layer.head("k", head // 2)  # [n, d] each
         logits = (q @ k.T * layer.scale).masked_fill(~layer.mask, float("-inf"))
         assert torch.allclose(torch.softmax(logits, -1), layer.head("weights", head), atol=1e-5)
-    points = roles.qk_map([trace], 0, 3)
+    points = qk_map([trace], 0, 3)
     assert len(points) == 2 * len(trace.tokens) and points[["x", "y"]].notna().all().all()

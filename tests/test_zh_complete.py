@@ -122,8 +122,12 @@ def visible_texts(at) -> list[str]:
 
 
 def _allowed_words(at) -> set[str]:
-    """The page's own sentences: token text stays as typed (and in pieces, as tokenizers cut)."""
+    """The page's own sentences: token text stays as typed (and in pieces, as tokenizers cut);
+    the head atlas's probe texts too (its table of strongest texts quotes them)."""
+    from attnviz.engine.roles import probe_list
+
     sentences = list(examples("en").values()) + list(examples("zh").values())
+    sentences += probe_list("both")
     for kind in ("text_area", "text_input"):
         sentences += [str(w.value or "") for w in at.get(kind)]
     return {w for s in sentences for w in re.findall(r"[A-Za-z]+", s)}

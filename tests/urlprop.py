@@ -1,4 +1,5 @@
-"""What the browser's address bar holds after an AppTest run, and random control changes.
+"""What the browser's address bar holds after an AppTest run, random control changes, and the
+browser's Back and Next over the entries those changes made (`History`).
 
 The URL of a Streamlit page has two writers: the script (st.query_params, which AppTest reports
 in `at.query_params`) and the browser, which writes each bind="query-params" widget itself when
@@ -12,13 +13,17 @@ picked option on the wire (what the frontend sends), so a random pick needs no P
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
 import json
 import random
 from pathlib import Path
 
 from streamlit.proto.WidgetStates_pb2 import WidgetState
+from streamlit.runtime.scriptrunner import RerunData
 from streamlit.runtime.state.query_params import _coerce_value_for_query_url
-from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1 import AppTest, local_script_runner
 from streamlit.testing.v1.element_tree import Selectbox
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,11 +84,12 @@ def url_of(at: AppTest) -> dict[str, str | list[str]]:
 
 
 def flat(url: dict) -> list[tuple[str, str]]:
-    """A query dict as the address bar has it: (key, value) pairs, one per value, sorted."""
+    """A query dict as the address bar has it: (key, value) pairs, one per value, sorted by key
+    (a list's values keep their order: silenced heads L2H5, L0H4 are not L0H4, L2H5)."""
     pairs = []
     for k, v in url.items():
         pairs += [(k, str(x)) for x in (v if isinstance(v, list) else [v])]
-    return sorted(pairs)
+    return sorted(pairs, key=lambda pair: pair[0])
 
 
 # Widgets whose value is deliberately not in the link: a pasted document (up to 100,000
@@ -241,3 +247,64 @@ def differences(a: dict, b: dict) -> list[str]:
             only_b = [x for x in b[kind] if x not in a[kind]][:3]
             out.append(f"{kind} differ: {str(only_a)[:300]} vs {str(only_b)[:300]}")
     return out
+
+
+def compact(snap: dict) -> dict:
+    """A snapshot that keeps each figure as its title and a digest (a walk keeps one a step)."""
+    figures = []
+    for spec in snap["figures"]:
+        title = json.loads(spec).get("layout", {}).get("title", {}).get("text", "")
+        digest = hashlib.sha1(spec.encode()).hexdigest()
+        figures.append(json.dumps({"layout": {"title": {"text": title}}, "sha1": digest}))
+    return {**snap, "figures": figures}
+
+
+@contextlib.contextmanager
+def _history_navigation():
+    # The run the browser asks for on Back or Next (Streamlit's isHistoryNavigation): the URL of
+    # the entry it returns to wins over the widget states it sends.
+    plain = local_script_runner.RerunData
+    local_script_runner.RerunData = functools.partial(RerunData, is_history_navigation=True)
+    try:
+        yield
+    finally:
+        local_script_runner.RerunData = plain
+
+
+class History:
+    """The browser's history of one page as attnviz/assets/js/history.js keeps it: one entry per
+    step that changed the address (the step's URL, and what the page showed), Back and Next
+    rerun the page as the browser does on an entry's URL. A change after Back drops the entries
+    ahead, as a browser does."""
+
+    def __init__(self, at: AppTest) -> None:
+        self.entries = [(flat(url_of(at)), compact(snapshot(at)))]
+        self.at = 0
+
+    def step(self, at: AppTest, what: str) -> None:
+        """After a user's change: a new entry if the address changed, else the same one."""
+        url, shown = flat(url_of(at)), compact(snapshot(at))
+        if url == self.entries[self.at][0]:
+            self.entries[self.at] = (url, shown)
+            return
+        del self.entries[self.at + 1 :]
+        self.entries.append((url, shown))
+        self.at += 1
+
+    def can_go(self, by: int) -> bool:
+        return 0 <= self.at + by < len(self.entries)
+
+    def go(self, at: AppTest, by: int) -> list[str]:
+        """Back (by=-1) or Next (+1); what differs from what the entry showed (empty: none)."""
+        self.at += by
+        url, shown = self.entries[self.at]
+        query: dict[str, list[str]] = {}
+        for k, v in url:
+            query.setdefault(k, []).append(v)
+        at.query_params = {k: v[0] if len(v) == 1 else v for k, v in query.items()}
+        with _history_navigation():
+            at._run(at._tree.get_widget_states())
+        diff = differences(shown, compact(snapshot(at)))
+        if flat(url_of(at)) != url:
+            diff.append(f"the address became ?{url_of(at)}")
+        return diff

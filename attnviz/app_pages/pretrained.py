@@ -76,10 +76,13 @@ with st.expander(t("bert.whatif"), expanded=False):
         **url.bound("wi_temp"),
     )  # fmt: skip
     head_ids = pretrained.head_choices(model)
+    # exactly what is picked: no "Select N matches" (typing L3H1 and Enter once silenced L3H1,
+    # L3H10 and L3H11); typed text matches anywhere, the first match in order is L3H1 itself
     ablate_ids = st.multiselect(
         t("bert.ablate"),
         list(head_ids),
         placeholder=t("bert.pick_heads"),
+        **ui.EXACT,
         **url.bound("wi_silence"),
     )
     base_trace = None
@@ -90,13 +93,17 @@ with st.expander(t("bert.whatif"), expanded=False):
         st.info(ui.input_problem(err))
         st.stop()
     tokens = base_trace.tokens
+    # positions in the URL, not labels ("3: the"); typing 1 and Enter hides position 1 alone
+    url.seed_list("wi_hide", list(range(len(tokens))))
     masked = st.multiselect(
         t("bert.mask"),
         range(len(tokens)),
         format_func=ui.numbered(tokens),
         placeholder=t("bert.pick_tokens"),
-        **url.bound("wi_hide"),
+        **ui.EXACT,
+        key="wi_hide",
     )
+    url.sync_list("wi_hide")
 
 ablate = tuple(head_ids[x] for x in ablate_ids if x in head_ids)
 request = models.request(

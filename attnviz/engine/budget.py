@@ -34,6 +34,9 @@ class Budget:
     # The training lab shares the server's cores with every other page: a run's wall-clock limit
     # in seconds (ATTNVIZ_LAB_SECONDS); how many run at once is attnviz.serve.settings'
     lab_seconds: int = 60
+    # ATTNVIZ_MAX_ATLAS_BYTES: a saved corpus atlas (atlas.parquet) the Atlas page opens, an upload
+    # or a file under ATTNVIZ_ATLAS_DIR (attnviz.serve.corpus)
+    max_atlas_bytes: int = 64 * MiB
 
     def __post_init__(self) -> None:
         positive_fields(self, "budget")
@@ -52,6 +55,7 @@ PUBLIC_LIMITS = {
     "max_tokens": 256,
     "max_text_chars": 20_000,
     "max_model_work": 10**11,
+    "max_atlas_bytes": 16 * MiB,
 }  # unless ATTNVIZ_* set them
 
 

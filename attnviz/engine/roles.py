@@ -1,24 +1,39 @@
 """Head roles: what every head of a model does, measured over many texts (the head atlas).
 
-Each score is a mean over every eligible (text, query row i) pair of all texts, from the weights w
-of one head on one text (texts are traced one at a time):
+Each score is a mean over every counted (text, query row i) pair of all texts, from the weights w
+of one head on one text (texts are traced one at a time). A row counts only where it may see at
+least two keys: a row that may see one key (a decoder's first token, [BOS] -> [BOS]) puts weight
+1 there because the mask forces it, not because the head chose it. A score read at one key
+(previous, first, self, duplicate, induction) counts a row only where that key is one it may see.
 
-| score           | rows                                  | value                             |
-|-----------------|---------------------------------------|-----------------------------------|
-| previous_token  | i >= 1                                | w[i, i-1]                         |
-| first_token     | i >= 1                                | w[i, 0]                           |
-| self            | every row                             | w[i, i]                           |
-| duplicate_token | token i occurred before, latest at j, | w[i, j]                           |
-| induction       | ... and j + 1 < i                     | w[i, j + 1]                       |
-| entropy         | rows that may see >= 2 keys           | H(w[i]) / ln(keys row i may see)  |
-| special         | every row                             | weight on special tokens past 0   |
-| punctuation     | every row                             | weight on punctuation tokens      |
-| distance        | every row                             | sum_j w[i, j] |i - j|             |
+| score           | rows (besides the rule above)            | value                            |
+|-----------------|------------------------------------------|----------------------------------|
+| previous_token  | i >= 1                                   | w[i, i-1]                        |
+| first_token     | i >= 1                                   | w[i, 0]                          |
+| self            | every row                                | w[i, i]                          |
+| duplicate_token | token i occurred before at j, j + 1 < i  | w[i, j]                          |
+| induction       | the same rows                            | w[i, j + 1]                      |
+| entropy         | every row                                | H(w[i]) / ln(keys row i may see) |
+| special         | every row                                | weight on special tokens past 0  |
+| punctuation     | every row                                | weight on punctuation tokens     |
+| distance        | every row                                | sum_j w[i, j] |i - j|            |
 
-A head's `role` is the score that clears its threshold (THRESHOLDS) by the largest factor, else
-"mixed"; "broad" is the role of a high entropy. Tokens are compared by their string (one string per
-id in a model's vocabulary). Cross-attention has no positions in common with its queries: only
-first_token, entropy, special and punctuation are measured there (the rest are NaN).
+j is the earlier occurrence of token i whose preceding tokens match i's for the most tokens (up
+to 8; the latest among equals): on text said twice (the probe set's "repeated" texts) it is i's
+counterpart in the first copy, so induction there is the weight on the token that came next last
+time, Olsson et al.'s (2022) score on repeated sequences; a word said once before matches on
+itself alone, as in "the cat ... the".
+
+A head passes every role whose score reaches its threshold (THRESHOLDS; "broad" is a high
+entropy): `roles` lists them all (a sink can also be an induction head), `role` is the first in
+ROLE_ORDER (the rarest kind first, for a colour), "mixed" where none is passed. Tokens are
+compared by their string (one string per id in a model's vocabulary). Cross-attention has no
+positions in common with its queries: only first_token, entropy, special and punctuation are
+measured there (the rest are NaN).
+
+Pooling is by sums and counts (role_sums, one row per text and head; merge_sums), so atlases of
+parts of a corpus add up exactly to the atlas of the whole, and a corpus atlas can be sliced by
+text (text_scores).
 """
 
 from __future__ import annotations
@@ -27,26 +42,15 @@ import math
 import tomllib
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
-import torch
 
-from attnviz.engine.trace import LayerTrace, Trace
+from attnviz.engine.role_scores import EXTRA, SCORES, Acc, layer_sums, repeats
+from attnviz.engine.trace import Trace
 
-SCORES = (
-    "previous_token",
-    "first_token",
-    "self",
-    "duplicate_token",
-    "induction",
-    "entropy",
-    "special",
-    "punctuation",
-)
-EXTRA = ("distance",)
-# A role is given when its score reaches this; the role is the score furthest past its threshold.
+# A head passes a role when the role's score reaches this.
 THRESHOLDS = {
     "previous_token": 0.4,
     "first_token": 0.5,
@@ -57,13 +61,25 @@ THRESHOLDS = {
     "punctuation": 0.5,
     "broad": 0.9,  # entropy
 }
-ROLES = (*THRESHOLDS, "mixed")
+# The primary role (a head's colour) is the first it passes here: the rarer, more specific kind
+# first; first token last but one (135 of SmolLM2's 270 heads pass it, its induction heads too).
+ROLE_ORDER = (
+    "induction", "duplicate_token", "previous_token", "self", "punctuation", "special",
+    "first_token", "broad",
+)  # fmt: skip
+ROLES = (*ROLE_ORDER, "mixed")
 ROLE_SCORE = {role: ("entropy" if role == "broad" else role) for role in THRESHOLDS}
-POSITIONAL = ("previous_token", "self", "duplicate_token", "induction", "distance")
+PARTS = ("encoder", "decoder", "cross")  # the order of a frame's rows
 PROBES = Path(__file__).resolve().parent.parent / "assets" / "probes"
-MAX_TEXTS = 64  # texts one atlas measures (the probe set holds ~12 per language)
+MAX_TEXTS = 64  # texts one atlas measures in one process (attnviz.atlas_corpus takes more)
 _SPECIAL_LABELS = ("[CLS]", "[SEP]")  # trace.special labels counted (padding is masked anyway)
 _PREFIXES = ("##", "Ġ", "▁")  # word-piece markers stripped before the punctuation test
+_ALL = (*SCORES, *EXTRA)
+KEYS = ("part", "layer", "head")
+# role_sums' columns: the text, the head, then per score its sum, count, top value, row and key.
+SUM_COLUMNS = ("text", *KEYS, "n_repeats") + tuple(
+    f"{s}_{what}" for s in _ALL for what in ("sum", "n", "top", "row", "key")
+)
 
 
 def probe_texts(lang: str = "en") -> dict[str, list[str]]:
@@ -92,98 +108,6 @@ def is_punctuation(token: str) -> bool:
     return bool(token) and all(unicodedata.category(c).startswith("P") for c in token)
 
 
-def repeats(tokens: Sequence[str]) -> list[tuple[int, int]]:
-    """(i, j) for every row i whose token occurred before, j its latest earlier position, with
-    j + 1 < i (so that w[i, j + 1], the induction target, is not the previous token)."""
-    last: dict[str, int] = {}
-    found = []
-    for i, token in enumerate(tokens):
-        j = last.get(token)
-        if j is not None and j + 1 < i:
-            found.append((i, j))
-        last[token] = i
-    return found
-
-
-@dataclass
-class _Pool:
-    """Running sums of one block's scores: sum and count per score, [head] each, and the row
-    where each head shows each score most (its value, text, row, key)."""
-
-    n_heads: int
-    sums: dict[str, torch.Tensor] = field(default_factory=dict)
-    counts: dict[str, int] = field(default_factory=dict)
-    best: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = field(
-        default_factory=dict
-    )
-    n_repeats: int = 0
-
-    def add(
-        self, name: str, values: torch.Tensor, rows: torch.Tensor, keys: torch.Tensor, text: int
-    ) -> None:
-        """values [head, r] of r eligible rows (their positions `rows` [r], the key each shows
-        `keys` [head, r] or [r]) of text number `text`."""
-        r = values.shape[-1]
-        values = values.double().cpu()
-        zero = torch.zeros(self.n_heads, dtype=torch.float64)
-        self.sums[name] = self.sums.get(name, zero) + values.sum(-1)
-        self.counts[name] = self.counts.get(name, 0) + r
-        if r == 0:
-            return
-        top, at = values.max(-1)  # [head]
-        keys = keys.cpu().expand(self.n_heads, r)  # [head, r]
-        new = (top, torch.full_like(at, text), rows.cpu()[at], keys.gather(1, at[:, None])[:, 0])
-        if name not in self.best:
-            self.best[name] = new
-            return
-        better = top > self.best[name][0]  # [head]
-        self.best[name] = tuple(
-            torch.where(better, n, o) for n, o in zip(new, self.best[name], strict=True)
-        )
-
-    def means(self) -> dict[str, torch.Tensor]:
-        nan = torch.full((self.n_heads,), float("nan"), dtype=torch.float64)
-        return {
-            name: self.sums[name] / self.counts[name] if self.counts.get(name) else nan
-            for name in (*SCORES, *EXTRA)
-        }
-
-
-def _layer_scores(
-    pool: _Pool, layer: LayerTrace, text: int, cross: bool, pairs: list, keysets: dict
-) -> None:
-    """Add one block's rows of one text to its pool."""
-    w = layer.stored("weights").float()  # [head, q, k] where the trace lives
-    n_q, n_k = w.shape[-2:]
-    dev = w.device
-    mask = layer.mask  # [q, k] or None
-    seen = torch.full((n_q,), n_k) if mask is None else mask.sum(-1)  # [q] keys each row may see
-    every = torch.arange(n_q)  # [q]
-    later = every[1:]  # rows i >= 1
-    if not cross and n_q > 1:
-        prev = torch.diagonal(w, offset=-1, dim1=1, dim2=2)  # [head, q-1]: w[i, i-1]
-        pool.add("previous_token", prev, later, later - 1, text)
-    pool.add("first_token", w[:, 1:, 0], later, torch.zeros_like(later), text)
-    if not cross:
-        pool.add("self", torch.diagonal(w, dim1=1, dim2=2), every, every, text)
-        dist = (every[:, None] - every[None, :]).abs().to(dev, w.dtype)  # [q, k]
-        pool.add("distance", (w * dist).sum(-1), every, w.argmax(-1), text)
-        pool.n_repeats += len(pairs)
-        i = torch.tensor([p[0] for p in pairs], dtype=torch.long)  # [r]
-        j = torch.tensor([p[1] for p in pairs], dtype=torch.long)  # [r]
-        pool.add("duplicate_token", w[:, i.to(dev), j.to(dev)], i, j, text)
-        pool.add("induction", w[:, i.to(dev), (j + 1).to(dev)], i, j + 1, text)
-    wide = (seen >= 2).nonzero()[:, 0]  # [r] rows that may see two keys or more
-    entropy = torch.special.entr(w[:, wide.to(dev)]).sum(-1)  # [head, r] nats
-    entropy = entropy / seen[wide].to(dev, w.dtype).log()
-    pool.add("entropy", entropy, wide, w[:, wide.to(dev)].argmax(-1), text)
-    for name, positions in keysets.items():
-        on = torch.tensor(positions, dtype=torch.long, device=dev)  # [p]
-        part = w[..., on]  # [head, q, p]
-        keys = on[part.argmax(-1)] if len(positions) else torch.zeros(w.shape[:2], dtype=torch.long)
-        pool.add(name, part.sum(-1), every, keys, text)
-
-
 def _specials(trace: Trace, n_k: int) -> list[int]:
     """Key positions of special tokens other than the first ([SEP], an end token)."""
     found = {p for label in _SPECIAL_LABELS for p in trace.special.get(label, ())}
@@ -206,65 +130,129 @@ def _parts(trace: Trace) -> list[Trace]:
     return [trace, *trace.parts.values()]
 
 
+def role_sums(
+    traces: Iterable[Trace],
+    text_ids: Sequence[int] | None = None,
+    progress: Callable[[int, int], object] | None = None,
+    total: int | None = None,
+) -> pd.DataFrame:
+    """Every head's sums on every text: one row per (text, part, layer, head) with SUM_COLUMNS
+    (per score its sum and count of row values, and the largest with its row and key), folded in
+    one trace at a time, so a generator holds one trace at a time. `text_ids`: each trace's text
+    number (default 0, 1, ...); `progress(done, total)` after each trace. merge_sums pools them."""
+    if total is None and isinstance(traces, Sequence):
+        total = len(traces)
+    cols: dict[str, list] = {name: [] for name in SUM_COLUMNS}
+    for t, trace in enumerate(traces):
+        text = t if text_ids is None else int(text_ids[t])
+        for sub in _parts(trace):
+            part, cross = _part_name(sub), sub.is_cross
+            pairs = [] if cross else repeats(sub.tokens)
+            keysets = {"special": _specials(sub, len(sub.key_tokens)), "punctuation": _puncts(sub)}
+            for li, layer in enumerate(sub.layers):
+                acc = layer_sums(layer, cross, pairs, keysets)
+                h = layer.n_heads
+                for name, value in (("text", text), ("part", part), ("layer", li),
+                                    ("n_repeats", len(pairs))):  # fmt: skip
+                    cols[name].append(np.full(h, value, dtype=object if name == "part" else None))
+                cols["head"].append(np.arange(h))
+                for s in _ALL:
+                    a = acc.get(s) or Acc.empty(h)
+                    cols[f"{s}_sum"].append(a.total.numpy())
+                    cols[f"{s}_n"].append(np.full(h, a.n))
+                    for what, value in (("top", a.top), ("row", a.row), ("key", a.key)):
+                        cols[f"{s}_{what}"].append(value.numpy())
+        if progress is not None:
+            progress(t + 1, total if total is not None else t + 1)
+    return _typed(cols)
+
+
+def _typed(cols: dict[str, list]) -> pd.DataFrame:
+    """role_sums' columns as one frame with fixed dtypes (so that parts written by different
+    processes concatenate and compare exactly)."""
+    out = {}
+    for name in SUM_COLUMNS:
+        values = np.concatenate(cols[name]) if cols[name] else np.array([])
+        if name == "part":
+            out[name] = pd.array(values, dtype="str")
+        elif name.endswith(("_sum", "_top")):
+            out[name] = values.astype(np.float64)
+        else:
+            out[name] = values.astype(np.int64)
+    return pd.DataFrame(out, columns=list(SUM_COLUMNS))
+
+
 def roles_from_traces(
     traces: Iterable[Trace],
     progress: Callable[[int, int], object] | None = None,
     total: int | None = None,
 ) -> pd.DataFrame:
-    """head_roles from traces (one per text; an encoder-decoder's with its parts), folded in one
-    at a time as they come, so a generator holds one trace at a time. `progress(done, total)` is
-    called after each trace (total: `total`, or len(traces) when it has one)."""
-    if total is None and isinstance(traces, Sequence):
-        total = len(traces)
-    pools: dict[tuple[str, int], _Pool] = {}
-    for t, trace in enumerate(traces):
-        for sub in _parts(trace):
-            part, cross = _part_name(sub), sub.is_cross
-            pairs = [] if cross else repeats(sub.tokens)
-            n_k = len(sub.key_tokens)
-            keysets = {"special": _specials(sub, n_k), "punctuation": _puncts(sub)}
-            for li, layer in enumerate(sub.layers):
-                pool = pools.setdefault((part, li), _Pool(layer.n_heads))
-                _layer_scores(pool, layer, t, cross, pairs, keysets)
-        if progress is not None:
-            progress(t + 1, total if total is not None else t + 1)
-    return _frame(pools)
+    """head_roles from traces (one per text; an encoder-decoder's with its parts):
+    merge_sums(role_sums(traces))."""
+    return merge_sums(role_sums(traces, progress=progress, total=total))
 
 
-def _frame(pools: dict[tuple[str, int], _Pool]) -> pd.DataFrame:
+def sorted_sums(sums: pd.DataFrame) -> pd.DataFrame:
+    """Rows by text, then part (PARTS' order), layer and head: one order for every pooling."""
+    rank = sums["part"].map({p: i for i, p in enumerate(PARTS)}).fillna(len(PARTS))
+    order = np.lexsort((sums["head"], sums["layer"], rank, sums["text"]))
+    return sums.iloc[order].reset_index(drop=True)
+
+
+def merge_sums(sums: pd.DataFrame) -> pd.DataFrame:
+    """head_roles' frame from role_sums' rows (of one run, or of many parts concatenated): per
+    (part, layer, head) the sums and counts added over texts, each score their ratio, the roles,
+    and the example (the largest row value over all texts; the lowest text wins a tie)."""
+    missing = [c for c in SUM_COLUMNS if c not in sums.columns]
+    if missing:
+        raise ValueError(f"these are not head-role sums: columns {missing[:4]} are missing")
+    if sums.empty:
+        raise ValueError("no text was measured: the atlas is empty")
+    sums = sorted_sums(sums)
+    groups = sums.groupby(list(KEYS), sort=False)
+    added = [f"{s}_{what}" for s in _ALL for what in ("sum", "n")] + ["n_repeats"]
+    totals = groups[added].sum()  # [head rows]
+    best = {s: sums.loc[groups[f"{s}_top"].idxmax().to_numpy()] for s in _ALL}
+    heads = totals.index.to_frame(index=False)
+    rank = heads["part"].map({p: i for i, p in enumerate(PARTS)}).fillna(len(PARTS))
+    order = np.lexsort((heads["head"], heads["layer"], rank))
     rows = []
-    for (part, layer), pool in pools.items():
-        means = pool.means()
-        for h in range(pool.n_heads):
-            row = {"part": part, "layer": layer, "head": h}
-            row |= {name: float(means[name][h]) for name in (*SCORES, *EXTRA)}
-            row["role"] = role_of(row)
-            row["n_repeats"] = pool.n_repeats
-            shown = _shown_score(row)
-            best = pool.best.get(shown)
-            row["example_score"] = shown
-            if best is None:
-                row |= {"example_text": -1, "example_row": -1, "example_key": -1}
-            else:
-                row["example_text"], row["example_row"], row["example_key"] = (
-                    int(best[1][h]),
-                    int(best[2][h]),
-                    int(best[3][h]),
-                )
-            rows.append(row)
-    columns = ["part", "layer", "head", *SCORES, *EXTRA, "role", "n_repeats"]
+    for at in order:
+        part, layer, head = totals.index[at]
+        row = {"part": part, "layer": int(layer), "head": int(head)}
+        for s in _ALL:
+            n = totals[f"{s}_n"].iat[at]
+            row[s] = float(totals[f"{s}_sum"].iat[at] / n) if n else float("nan")
+        passed = roles_passed(row)
+        row["role"], row["roles"] = passed[0], ",".join(passed)
+        row["n_repeats"] = int(totals["n_repeats"].iat[at])
+        shown = _shown_score(row)
+        ex = best[shown].iloc[at]
+        found = ex[f"{shown}_top"] > float("-inf")
+        row["example_score"] = shown
+        for name, col in (("example_text", "text"), ("example_row", f"{shown}_row"),
+                          ("example_key", f"{shown}_key")):  # fmt: skip
+            row[name] = int(ex[col]) if found else -1
+        rows.append(row)
+    columns = [*KEYS, *SCORES, *EXTRA, "role", "roles", "n_repeats"]
     columns += ["example_score", "example_text", "example_row", "example_key"]
     return pd.DataFrame(rows, columns=columns)
 
 
+def roles_passed(scores: dict[str, float]) -> tuple[str, ...]:
+    """Every role whose score reaches its threshold, in ROLE_ORDER; ("mixed",) for none."""
+    passed = tuple(
+        role
+        for role in ROLE_ORDER
+        if not math.isnan(value := scores.get(ROLE_SCORE[role], float("nan")))
+        and value >= THRESHOLDS[role]
+    )
+    return passed or ("mixed",)
+
+
 def role_of(scores: dict[str, float]) -> str:
-    """The role whose score clears its threshold by the largest factor, else "mixed"."""
-    best, margin = "mixed", 1.0
-    for role, threshold in THRESHOLDS.items():
-        value = scores.get(ROLE_SCORE[role], float("nan"))
-        if not math.isnan(value) and value / threshold >= margin:
-            best, margin = role, value / threshold
-    return best
+    """The primary role: the first passed in ROLE_ORDER, else "mixed"."""
+    return roles_passed(scores)[0]
 
 
 def _shown_score(row: dict) -> str:
@@ -277,6 +265,44 @@ def _shown_score(row: dict) -> str:
         if not math.isnan(row[ROLE_SCORE[r]])
     }
     return max(ratios, key=ratios.get) if ratios else "entropy"
+
+
+def _one_head(sums: pd.DataFrame, part: str, layer: int, head: int) -> pd.DataFrame:
+    rows = sums[(sums["part"] == part) & (sums["layer"] == layer) & (sums["head"] == head)]
+    return rows.sort_values("text", kind="stable")
+
+
+def text_scores(sums: pd.DataFrame, part: str, layer: int, head: int, score: str) -> pd.DataFrame:
+    """One head's `score` text by text, strongest first: the corpus atlas sliced by text.
+    Columns text, score (that text's mean), rows (how many counted), top, row, key (its largest
+    row)."""
+    if score not in _ALL:
+        raise ValueError(f"score={score!r} must be one of {', '.join(_ALL)}")
+    rows = _one_head(sums, part, layer, head)
+    rows = rows[rows[f"{score}_n"] > 0]
+    out = pd.DataFrame({
+        "text": rows["text"].to_numpy(),
+        "score": (rows[f"{score}_sum"] / rows[f"{score}_n"]).to_numpy(),
+        "rows": rows[f"{score}_n"].to_numpy(),
+        "top": rows[f"{score}_top"].to_numpy(),
+        "row": rows[f"{score}_row"].to_numpy(),
+        "key": rows[f"{score}_key"].to_numpy(),
+    })  # fmt: skip
+    return out.sort_values(["score", "text"], ascending=[False, True], kind="stable")
+
+
+def best_rows(sums: pd.DataFrame, part: str, layer: int, head: int) -> pd.DataFrame:
+    """Where one head shows each score most over all texts: index score, columns value, text,
+    row, key (the example of each role it passes); scores it never measured are left out."""
+    rows = _one_head(sums, part, layer, head)
+    found = {}
+    for s in _ALL:
+        if rows.empty or not (rows[f"{s}_top"] > float("-inf")).any():
+            continue
+        at = rows[f"{s}_top"].to_numpy().argmax()  # the first (lowest text) of equals
+        r = rows.iloc[at]
+        found[s] = (float(r[f"{s}_top"]), int(r["text"]), int(r[f"{s}_row"]), int(r[f"{s}_key"]))
+    return pd.DataFrame.from_dict(found, orient="index", columns=["value", "text", "row", "key"])
 
 
 def _tracer(model: object) -> Callable[[Sequence[str]], Iterable[Trace]]:
@@ -321,54 +347,28 @@ def checked_texts(texts: object) -> list[str]:
     return texts
 
 
+def head_role_sums(
+    model: object,
+    texts: Iterable[str] | None = None,
+    progress: Callable[[int, int], object] | None = None,
+) -> pd.DataFrame:
+    """role_sums of `model` on `texts` (head_roles' arguments): the atlas before merging, which
+    merge_sums turns into head_roles' frame and text_scores slices by text."""
+    texts = checked_texts(probe_list("en") if texts is None else texts)
+    return role_sums(_tracer(model)(texts), progress=progress, total=len(texts))
+
+
 def head_roles(
     model: object,
     texts: Iterable[str] | None = None,
     progress: Callable[[int, int], object] | None = None,
 ) -> pd.DataFrame:
     """What every head does: one row per (part, layer, head) with the scores of this module's
-    table pooled over all `texts` (default: the English probe set, `probe_list("en")`), its
-    `role`, and where it shows that role most (`example_text`, `example_row`, `example_key`: the
-    text's index, the query row and the key). `model`: load_model()'s model (encoder, decoder or
-    encoder-decoder: each part's blocks get rows), a StackConfig (the toy stack) or a function
-    text -> Trace. Each text is traced alone, through the same checks and limits as trace_model;
-    `progress(done, total)` is called after each text."""
-    texts = checked_texts(probe_list("en") if texts is None else texts)
-    return roles_from_traces(_tracer(model)(texts), progress, len(texts))
-
-
-def qk_map(traces: Sequence[Trace], layer: int, head: int, dims: int = 2) -> pd.DataFrame:
-    """One head's queries and keys over several texts in one 2-D projection, as AttentionViz
-    draws them: keys translated so that their mean is the queries' mean (q·k moves by the same
-    amount for every key of a query, so the weights do not change), then q scaled by c and k by
-    1/c with c² = mean |k| / mean |q| (q·k unchanged, both clouds the same size), so that a short
-    distance means a large q·k; then PCA (torch). The q and k are the ones the model's softmax
-    saw: after RoPE, and for grouped-query attention the keys of the head's K/V group. One row a
-    point: x, y, kind ("query" / "key"), text, position, token; with dims > 2, the further
-    principal components as pc2, pc3, ... (all of them keep every distance)."""
-    qs, ks, rows = [], [], []
-    for t, trace in enumerate(traces):
-        block = trace.layers[layer]
-        group = block.n_heads // block.n_kv_heads  # query heads per K/V head
-        q = block.head("q", head)  # [n_q, d_head]
-        k = block.head("k", head // group)  # [n_k, d_head]
-        qs.append(q)
-        ks.append(k)
-        rows += [("query", t, i, tok) for i, tok in enumerate(trace.tokens)]
-    keys = [
-        ("key", t, j, tok) for t, tr in enumerate(traces) for j, tok in enumerate(tr.key_tokens)
-    ]
-    q, k = torch.cat(qs).double(), torch.cat(ks).double()  # [N_q, d], [N_k, d]
-    k = k - k.mean(0) + q.mean(0)
-    c = (k.norm(dim=-1).mean() / q.norm(dim=-1).mean().clamp_min(1e-12)).sqrt()
-    points = torch.cat([q * c, k / c])  # [N_q + N_k, d]
-    points = points - points.mean(0)
-    _, _, v = torch.linalg.svd(points, full_matrices=False)  # principal axes in v's rows
-    xy = (points @ v[: max(2, dims)].T).float()  # [N, dims]
-    if xy.shape[1] < 2:  # d_head 1
-        xy = torch.cat([xy, torch.zeros(len(xy), 1)], 1)
-    frame = pd.DataFrame(rows + keys, columns=["kind", "text", "position", "token"])
-    frame["x"], frame["y"] = xy[:, 0].tolist(), xy[:, 1].tolist()
-    for d in range(2, xy.shape[1]):
-        frame[f"pc{d}"] = xy[:, d].tolist()
-    return frame
+    table pooled over all `texts` (default: the English probe set, `probe_list("en")`), every
+    role it passes (`roles`, comma-separated), its primary `role`, and where it shows that role
+    most (`example_text`, `example_row`, `example_key`: the text's index, the query row and the
+    key). `model`: load_model()'s model (encoder, decoder or encoder-decoder: each part's blocks
+    get rows), a StackConfig (the toy stack) or a function text -> Trace. Each text is traced
+    alone, through the same checks and limits as trace_model; `progress(done, total)` is called
+    after each text."""
+    return merge_sums(head_role_sums(model, texts, progress))

@@ -16,6 +16,7 @@ from attnviz.ui.lesson import (
 from attnviz.ui.playground import run_stack_trace, stack_controls
 from attnviz.ui.sidebar import pair, sidebar, text
 from attnviz.ui.widgets import (
+    EXACT,
     chart,
     choice_slider,
     distinct_labels,
@@ -29,7 +30,8 @@ from attnviz.ui.widgets import (
 )
 
 __all__ = [
-    "cached_order_check", "cached_sharing_check", "cached_sweeps", "cached_walkthrough", "chart",
+    "EXACT", "cached_order_check", "cached_sharing_check", "cached_sweeps", "cached_walkthrough",
+    "chart",
     "choice_slider", "distinct_labels", "grid", "input_problem", "kv_slider", "lang", "lesson_nav",
     "localized", "numbered", "numbers", "page_file", "pair", "report_trace_notes",
     "run_stack_trace", "said",

@@ -5,26 +5,48 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from urllib.parse import quote, urlencode
+from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
 
 from attnviz.engine import roles
 from attnviz.engine.budget import budget
-from attnviz.engine.hooked.families import DEFAULT_NAME
 from attnviz.ui import markup, url
 from attnviz.ui.language import lang, t
-from attnviz.ui.models import model_trace, request
 from attnviz.ui.widgets import chart, table
 from attnviz.views import atlas as figures
-from attnviz.views.spec import escape
+
+
+@dataclass(frozen=True)
+class Atlas:
+    """What the page shows: the sums per text and head, the merged atlas, the model's name, and
+    the texts (measured here: every text whole; a saved atlas: its metadata's, each {"id",
+    "source", "text" (a snippet unless "whole"), "tokens"})."""
+
+    sums: pd.DataFrame
+    frame: pd.DataFrame
+    model: str
+    texts: list[str] | None = None
+    saved: dict[int, dict] | None = None
+    skipped: tuple[tuple[str, str], ...] = ()  # a saved atlas's (source, why) of texts it skipped
+
+    def text(self, text_id: int) -> tuple[str, bool, str]:
+        """(text, whole, source) of a text number; ("", False, "") when unknown."""
+        if self.texts is not None:
+            ok = 0 <= text_id < len(self.texts)
+            return (self.texts[text_id], True, f"#{text_id}") if ok else ("", False, "")
+        found = (self.saved or {}).get(text_id)
+        if found is None:
+            return "", False, ""
+        return str(found.get("text", "")), bool(found.get("whole")), str(found.get("source", ""))
+
 
 PROBES = url.key("at_probes").options
 PARTS = url.key("at_part").options
-KEPT = 32  # atlases kept per process (a DataFrame of a few KB each)
+KEPT = 32  # atlases kept per process (the sums of a probe set: tens of KB each)
 MAX_FILE_BYTES = 4 * 100_000  # a .txt file of user texts (UTF-8, so up to 4 bytes a character)
-_atlases: OrderedDict[tuple, pd.DataFrame] = OrderedDict()
+_atlases: OrderedDict[tuple, Atlas] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -89,10 +111,10 @@ def own_texts() -> list[str]:
     return texts
 
 
-def measure(model, model_key: tuple, texts: list[str]) -> pd.DataFrame | None:
-    """head_roles of the model on the texts: from the per-process cache, else measured here with
-    a progress bar and a stop button (None when stopped)."""
-    key = (model_key, tuple(texts))
+def measure(model, texts: list[str]) -> Atlas | None:
+    """The atlas of the model on the texts (roles.head_role_sums, merged): from the per-process
+    cache, else measured here with a progress bar and a stop button (None when stopped)."""
+    key = (model.key, tuple(texts))
     with _lock:
         if key in _atlases:
             _atlases.move_to_end(key)
@@ -112,7 +134,8 @@ def measure(model, model_key: tuple, texts: list[str]) -> pd.DataFrame | None:
         bar.progress(done / total, text=t("at.measuring", done=done, total=total))
 
     try:
-        frame = roles.head_roles(model, texts, progress=progress)
+        sums = roles.head_role_sums(model, texts, progress=progress)
+        atlas = Atlas(sums, roles.merge_sums(sums), model.name, list(texts))
     except (ValueError, TypeError) as err:
         bar.empty()
         stop.empty()
@@ -121,10 +144,10 @@ def measure(model, model_key: tuple, texts: list[str]) -> pd.DataFrame | None:
     bar.empty()
     stop.empty()
     with _lock:
-        _atlases[key] = frame
+        _atlases[key] = atlas
         while len(_atlases) > KEPT:
             _atlases.popitem(last=False)
-    return frame
+    return atlas
 
 
 def pick_part(frame: pd.DataFrame) -> str:
@@ -179,68 +202,23 @@ def grid(rows: pd.DataFrame, part: str, chosen: tuple[int, int]) -> None:
     short = lambda role: t(f"at.short.{role}")  # noqa: E731
     axes = (t("at.layer"), t("at.head"))
     fig = figures.grid(rows, role_label, score_label, title, chosen, short, axes)
-    _clickable(fig, "at_grid", f"atlas_{part}", _pick_from_grid, t("at.grid_help"))
+    clickable(fig, "at_grid", f"atlas_{part}", _pick_from_grid, t("at.grid_help"))
 
 
-def _clickable(fig, key: str, name: str, on_select, caption: str) -> None:
+def clickable(fig, key: str, name: str, on_select, caption: str) -> None:
     """A chart whose points are picked by a click (on_select reads the point), and its caption."""
     chart(fig, key=key, name=name, on_select=on_select, selection_mode="points")
     st.caption(caption)
 
 
-def head_card(model, model_key: tuple, texts: list[str], row: pd.Series, part: str) -> None:
-    """One head: its scores, and the example where it shows its role most, with a link that
-    opens it in the Pretrained model page's Head detail, the cell outlined."""
-    layer, head = int(row["layer"]), int(row["head"])
-    st.subheader(t("at.head_title", layer=layer, head=head, role=role_label(row.role)))
-    cols = st.columns(5)
-    for col, score in zip(
-        cols, ("previous_token", "first_token", "self", "induction", "entropy"), strict=True
-    ):
-        col.metric(score_label(score), f"{row[score]:.2f}")
-    shown = row.example_score
-    if row.example_text < 0 or row.example_text >= len(texts):
-        return
-    text = texts[int(row.example_text)]
-    trace = model_trace(model, request(model, text)).part(part)
-    i, k = int(row.example_row), int(row.example_key)
-    weights = trace.layers[layer].head("weights", head)[i].tolist()  # [n_k]
-    title = t(
-        "at.example_title",
-        score=score_label(shown),
-        query=f"{i}: {escape([trace.tokens[i]])[0]}",
-        to=f"{k}: {escape([trace.key_tokens[k]])[0]}",
-        w=weights[k],
-    )
-    chart(figures.example_bars(weights, trace.key_tokens, i, k, title), key="at_example")
-    detail_link(model, text, part, layer, head, (i, k), "at_open_example")
-
-
-def detail_link(
-    model, text: str, part: str, layer: int, head: int, mark: tuple[int, int], key: str
-) -> None:
-    """A link that opens the Pretrained model page on `text`, Head detail of this head, with the
-    (query, key) cell outlined, in a new tab: a fresh session takes the sentence from the link,
-    where in this session the sidebar's sentence would overrule ?text= (and st.switch_page
-    cannot carry it: the key is bound to a widget)."""
-    params = {"text": text, "view": "detail", "layer": layer, "head": head}
-    params["mark"] = f"{mark[0]},{mark[1]}"
-    if model.name != DEFAULT_NAME:
-        params["model"] = model.name
-    if part != "encoder":
-        params["part"] = part
-    # Relative to this page (<base>/atlas), so it works behind a reverse proxy's path too.
-    href = "pretrained?" + urlencode(params, quote_via=quote)
-    st.link_button(t("at.open_detail"), href, icon=":material/open_in_new:", key=key)
-
-
 def head_table(rows: pd.DataFrame) -> None:
     """Every head's scores, sortable by any column (click its header)."""
     st.subheader(t("at.table"))
-    shown = rows.drop(columns=["part", "example_score", "example_text", "example_key"]).copy()
-    shown["role"] = shown["role"].map(role_label)
+    shown = rows.drop(columns=["part", "role", "example_score", "example_text", "example_key"])
+    shown = shown.copy()
+    shown["roles"] = shown["roles"].map(lambda rs: ", ".join(map(role_label, rs.split(","))))
     names = {s: score_label(s) for s in (*roles.SCORES, *roles.EXTRA)}
-    names |= {"layer": t("at.layer"), "head": t("at.head"), "role": t("at.role")}
+    names |= {"layer": t("at.layer"), "head": t("at.head"), "roles": t("at.roles")}
     names |= {"n_repeats": t("at.n_repeats"), "example_row": t("at.example_row")}
     shown = shown.rename(columns=names)
     fmt = {names[s]: st.column_config.NumberColumn(format="%.3f") for s in roles.SCORES}
@@ -252,84 +230,8 @@ def how_to_read() -> None:
     thresholds = ", ".join(
         f"{role_label(r)} ≥ {th}" for r, th in roles.THRESHOLDS.items() if r != "broad"
     )
+    order = " › ".join(role_label(r) for r in roles.ROLE_ORDER)
     with st.expander(t("at.read_title")):
         st.markdown(
-            t("at.read_body", thresholds=thresholds, broad=roles.THRESHOLDS["broad"]),
+            t("at.read_body", thresholds=thresholds, broad=roles.THRESHOLDS["broad"], order=order),
         )
-
-
-def _pick_point() -> None:
-    """A click on the Q/K map: remember (text, position, trace number) of the point."""
-    event = st.session_state.get("at_qk_chart")
-    points = (event or {}).get("selection", {}).get("points", []) if event else []
-    for point in points:
-        data = point.get("customdata")
-        if data and len(data) == 2:
-            picked = (int(data[0]), int(data[1]), point.get("curve_number"))
-            st.session_state["_at_qk_point"] = picked
-            return
-
-
-def _token_kind(token: str, position: int, special: set[int]) -> str:
-    if position in special:
-        return "special"
-    return "punctuation" if roles.is_punctuation(token) else "word"
-
-
-def qk_map(model, model_key: tuple, texts: list[str], part: str, layer: int, head: int) -> None:
-    """The Q/K map of the head (AttentionViz's joint embedding), on request: every query and key
-    of the measured texts in one plane; a click on a point opens its row in Head detail."""
-    st.subheader(t("at.qk_title"))
-    if not st.toggle(t("at.qk_show"), help=t("at.qk_help"), **url.bound("at_qk")):
-        return
-    url.seed("at_qk_colour", ["position", "kind"], url.default("at_qk_colour"))
-    colour = st.segmented_control(
-        t("at.qk_colour"),
-        ["position", "kind"],
-        format_func=lambda c: t(f"at.qk_colour.{c}"),
-        key="at_qk_colour",
-    )
-    url.sync("at_qk_colour", url.default("at_qk_colour"))
-    bar = st.progress(0.0, text=t("at.qk_tracing", done=0, total=len(texts)))
-    traces = []
-    for n, text in enumerate(texts, 1):
-        traces.append(model_trace(model, request(model, text)).part(part))
-        bar.progress(n / len(texts), text=t("at.qk_tracing", done=n, total=len(texts)))
-    bar.empty()
-    points = roles.qk_map(traces, layer, head)
-    kinds = []
-    for ti, pos, tok in zip(points.text, points.position, points.token, strict=True):
-        trace = traces[ti]
-        special = {p for label in ("[CLS]", "[SEP]") for p in trace.special.get(label, ())}
-        kinds.append(_token_kind(tok, pos, special))
-    points["token_kind"] = kinds
-    labels = {k: t(f"at.qk.{k}") for k in ("query", "key", "word", "punctuation", "special")}
-    fig = figures.qk_scatter(
-        points, colour or "position", labels, t("at.qk_plot", layer=layer, head=head)
-    )
-    _clickable(fig, "at_qk_chart", f"qk_L{layer}_H{head}", _pick_point, t("at.qk_caption"))
-    picked = st.session_state.get("_at_qk_point")
-    if not picked or picked[0] >= len(traces):
-        return
-    ti, pos = picked[0], picked[1]
-    trace = traces[ti]
-    w = trace.layers[layer].head("weights", head)  # [n_q, n_k]
-    curve = picked[2] if isinstance(picked[2], int) and picked[2] < len(fig.data) else None
-    is_key = curve is not None and fig.data[curve].name.startswith(labels["key"])
-    if is_key and pos < w.shape[1]:
-        mark = (int(w[:, pos].argmax()), pos)
-    elif pos < w.shape[0]:
-        mark = (pos, int(w[pos].argmax()))
-    else:
-        return
-    who = labels["key"] if is_key else labels["query"]
-    st.markdown(
-        t(
-            "at.qk_picked",
-            who=who,
-            pos=pos,
-            token=markup.escape(trace.tokens[mark[0]] if not is_key else trace.key_tokens[pos]),
-            text=ti,
-        )
-    )
-    detail_link(model, texts[ti], part, layer, head, mark, "at_open_point")

@@ -19,7 +19,7 @@ from attnviz.serve.public import allowed_models, public
 from attnviz.ui import markup, url
 from attnviz.ui.language import lang, t
 from attnviz.ui.models import get_model, not_installed, pick_model, public_facts
-from attnviz.ui.widgets import chart, follow_default, url_select
+from attnviz.ui.widgets import EXACT, chart, follow_default, url_select
 from attnviz.views import training
 from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 from attnviz.views.tokens import piece, visible
@@ -98,7 +98,8 @@ def settings(model) -> tuple[str, int, Sampling, WhatIf] | None:
         if any(h not in ids for h in kept):
             st.session_state["g_ablate"] = [h for h in st.session_state["g_ablate"] if h in ids]
         off = w3.multiselect(t("gen.ablate"), ids, list(url.default("g_ablate")),
-                             placeholder=t("bert.pick_heads"), **url.bound("g_ablate"))  # fmt: skip
+                             placeholder=t("bert.pick_heads"), **EXACT,
+                             **url.bound("g_ablate"))  # fmt: skip
     try:
         sampling = Sampling(greedy, float(temp), int(top_k), int(seed))
         what_if = WhatIf(use_scale, float(a_temp), frozenset(parse_head_ids(off)))

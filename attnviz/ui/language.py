@@ -34,21 +34,32 @@ def seed_language() -> None:
     """Before the language picker's first run: a link's ?lang=zh (or zh-CN, cn, chinese...) opens
     in Chinese, though the picker itself writes its label (?lang=中文), which nobody types. With no
     language in the link, a browser set to Chinese opens in Chinese. A value that names no language
-    is dropped from the URL (the page opens in English, the default). A language found from an
-    alias or the browser is written to the URL as the picker's label at once (`language_to_url`
-    reruns before the picker exists), so a link copied right away reopens in that language."""
+    opens in English, the default. The language is written to the URL as the picker's label at
+    once, English too (url.py: lang is `always` written; its default follows the browser, so a
+    link without it opens in the reader's language): a link copied right away reopens in the
+    language it was copied in. A link's alias (zh) is replaced before the picker first runs
+    (`language_to_url` reruns): the picker would drop it, and the URL with it."""
     if "lang" in st.session_state:  # from the first run on, the picker decides
         return
     raw = st.query_params.get("lang")  # as typed: read() would drop zh-CN, which is no option
     code = language_of(raw) if raw is not None else language_of(browser_locale())
-    if raw is not None and code != "zh":  # English is the default: not kept in the URL
-        del st.query_params["lang"]
     url.key("lang")
-    if code == "zh":
-        st.session_state["lang"] = LANGUAGES["zh"]
-        if raw != LANGUAGES["zh"]:
-            st.query_params["lang"] = LANGUAGES["zh"]
-            st.session_state[_LANG_TO_URL] = True
+    label = LANGUAGES[code or "en"]
+    st.session_state["lang"] = label
+    if raw != label:
+        st.query_params["lang"] = label
+        st.session_state[_LANG_TO_URL] = raw is not None
+
+
+def from_history() -> None:
+    """On Back or Next: the entry's language at once, before anything is translated. The picker
+    would take it from the URL only when drawn, after the page's title and the default sentence
+    (which follows the language) were made in the language the session had."""
+    if not url.navigating():
+        return
+    raw = st.query_params.get("lang")
+    code = language_of(raw) if raw is not None else None
+    st.session_state["lang"] = LANGUAGES[code or "en"]
 
 
 def language_to_url() -> None:

@@ -75,6 +75,7 @@ def sidebar(page: str = "") -> None:
         st.radio(
             translate("side.language"),
             list(LANGUAGES.values()),
+            index=None,  # no default for the URL binding to leave out: lang=English stays
             horizontal=True,
             **url.bound("lang"),
         )

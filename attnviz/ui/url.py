@@ -7,9 +7,20 @@ non-default value opens the page with that value).
 
 How a key gets into the URL:
 - "widget": Streamlit writes it (bind="query-params"); it leaves out a value equal to the default.
-- "value": attnviz writes the option's value (`url_seed` / `url_sync`), never a translated label,
-  so a link reads the same in both languages; the default is left out too.
+- "value": attnviz writes the option's value (`seed` / `sync`), never a translated label, so a
+  link reads the same in both languages; the default is left out too, unless the key is `always`.
 - "read": read from a link, written by a page when it matters (e.g. mark=q,k).
+
+Keys written even at their default (`always`): lang, view, layer, head, query and link_key, the
+view itself. Their defaults are not fixed: the language follows the browser's, the view differs
+by page, the query and key by model, text and view (Link opens on a pronoun, a decoder on its
+last token), and a view without a head picker (Lines) still draws with the head. A link that
+left them out would open another view wherever a default differs, and an entry of the browser's
+history would not be a state that can be drawn again (attnviz.ui.history). The rest (settings
+with a fixed default) stay short: left out at their default.
+
+A key whose default depends on the view (`seed(..., follow=True)`: query, link_key) shows that
+default until the user picks a value or a link gives one; from then on the value is kept.
 
 A default given as a function depends on the page or on other controls (`default("kv",
 heads=8)`); `Key.doc` says on what.
@@ -18,11 +29,13 @@ heads=8)`); `Key.doc` says on what.
 from __future__ import annotations
 
 import contextlib
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from attnviz.engine.bundled import registry_file
 from attnviz.engine.generate import TRAINED_DECODER
@@ -50,6 +63,7 @@ class Key:
     hi: float | None = None  # the largest
     doc: str = ""  # what it holds, in one line
     aliases: tuple[str, ...] = ()  # older names a link may still carry (read as this key)
+    always: bool = False  # written even at its default (see the module docstring)
 
     def __post_init__(self) -> None:
         if self.kind not in ("bool", "int", "float", "text", "choice", "list"):
@@ -81,7 +95,7 @@ VIEWS = registry.NAMES  # the explorer's views, one registry (attnviz.views.regi
 
 TABLE = (
     # the sidebar, on every page
-    Key("lang", ALL, "choice", "English", options=("English", "中文"),
+    Key("lang", ALL, "choice", "English", options=("English", "中文"), always=True,
         doc="UI language; a link may also say zh, zh-CN, cn, chinese or en (attnviz.i18n)"),
     Key("projector", ALL, "bool", False, doc="projector mode: bigger type everywhere"),
     Key("text", ALL, "text", lambda lang: next(iter(examples(lang).values())),
@@ -119,11 +133,20 @@ TABLE = (
         aliases=("b_temp",)),
     Key("wi_silence", ("pretrained",), "list", (), doc="what if: silenced heads, L<layer>H<head>",
         aliases=("b_ablate",)),
-    Key("wi_hide", ("pretrained",), "list", (), doc="what if: hidden token positions",
+    Key("wi_hide", ("pretrained",), "list", (), "value",
+        doc="what if: hidden token positions (an older link's '3: the' reads as 3)",
         aliases=("b_mask",)),
     Key("part", ("pretrained",), "choice", "encoder", "value", ("encoder", "decoder", "cross"),
         doc="an encoder-decoder's attention to draw", aliases=("b_part",)),
     # the head atlas
+    Key("at_source", ("atlas",), "choice", "measure", "value", ("measure", "saved"),
+        doc="texts measured here, or a corpus atlas saved by `attnviz atlas`"),
+    Key("at_saved", ("atlas",), "text", "", "value",
+        doc="a saved atlas's folder under ATTNVIZ_ATLAS_DIR (not in public mode)"),
+    Key("at_role", ("atlas",), "choice", None, "value",
+        ("induction", "duplicate_token", "previous_token", "self", "punctuation", "special",
+         "first_token", "broad"),
+        doc="the role whose example is shown (default: the head's first)"),
     Key("at_model", ("atlas",), "text", "", doc="Hub id or folder; empty: the bundled model"),
     Key("at_probes", ("atlas",), "choice", "auto", "value", ("auto", "en", "zh", "both"),
         doc="the probe set (auto: the UI's language, English where Chinese would be [UNK])"),
@@ -136,13 +159,15 @@ TABLE = (
     Key("at_qk_colour", ("atlas",), "choice", "position", "value", ("position", "kind"),
         doc="the Q/K map's colours: by position or by kind of token"),
     # the explorer's views (Playground and Pretrained model)
-    Key("view", EXPLORER, "choice", _view_default, "value", VIEWS,
+    Key("view", EXPLORER, "choice", _view_default, "value", VIEWS, always=True,
         doc="the view (default: heads on the Playground, overview on the model page)"),
-    Key("layer", EXPLORER, "int", 0, lo=0, doc="the layer of the views that pick one"),
-    Key("head", EXPLORER, "int", 0, lo=0, doc="the head of the views that pick one"),
-    Key("query", EXPLORER, "int", 0, "value", lo=0,
+    Key("layer", EXPLORER, "int", 0, "value", lo=0, always=True,
+        doc="the layer of the views that pick one (kept through the views that do not)"),
+    Key("head", EXPLORER, "int", 0, "value", lo=0, always=True,
+        doc="the head of the views that pick one (Lines draws it; kept through the others)"),
+    Key("query", EXPLORER, "int", 0, "value", lo=0, always=True,
         doc="a query position (One query, Rollout; Link opens on a pronoun and its antecedent)"),
-    Key("link_key", EXPLORER, "int", None, "value", lo=0,
+    Key("link_key", EXPLORER, "int", None, "value", lo=0, always=True,
         doc="Link two tokens' key position (default: the key the strongest head links to)"),
     Key("mark", EXPLORER, "text", None, "read",
         doc="q,k: the cell Head detail outlines (set by 'open in Head detail')"),
@@ -244,9 +269,12 @@ def migrate() -> None:
 
 
 def redirect(page: str) -> None:
-    """An older page path: open `page` with the same link (its keys read as migrate reads them)."""
+    """An older page path: open `page` with the same link (its keys read as migrate reads them).
+    The sidebar's keys stay where they are: their widgets, drawn before the page, are bound to
+    the URL already (Streamlit refuses to set them, and keeps them through a page change)."""
     migrate()
-    kept = {name: st.query_params.get_all(name) for name in st.query_params}
+    sidebar = {k.name for k in TABLE if k.pages == ALL and k.how == "widget"}
+    kept = {name: st.query_params.get_all(name) for name in st.query_params if name not in sidebar}
     st.switch_page(f"app_pages/{page}.py", query_params=kept)
 
 
@@ -332,33 +360,109 @@ def drop(name: str) -> None:
 
 
 _KEPT = "_url_kept_"
+_CHOSEN = "_url_chosen_"  # the user (or a link) picked the value of a key that follows a default
 
 
-def seed(name: str, options: list, default_value: Any) -> None:
+def navigating() -> bool:
+    """Whether this run answers the browser's Back or Next (attnviz.ui.history): the URL of the
+    entry it returns to decides every key, not what the session had."""
+    ctx = get_script_run_ctx()
+    return bool(getattr(ctx, "is_history_navigation", False))
+
+
+def from_history() -> None:
+    """On Back or Next, before anything is drawn: forget the session's values of the keys attnviz
+    writes ("value" and "read"), so that `seed` and `read` take them from the entry's URL, or
+    the default where it has none. Streamlit does the same for the bound widgets."""
+    if not navigating():
+        return
+    for found in TABLE:
+        if found.how != "widget":
+            for name in (found.name, _KEPT + found.name, _CHOSEN + found.name):
+                st.session_state.pop(name, None)
+
+
+def chose(name: str) -> None:
+    """A widget's on_change: the user picked this value; it no longer follows the default."""
+    st.session_state[_CHOSEN + name] = True
+
+
+def seed(name: str, options: list, default_value: Any, follow: bool = False) -> None:
     """Start a widget from the URL (?key=value) when it (re)appears, by option value, not label.
 
     For widgets whose labels are translated: streamlit's bind="query-params" would put the
     translated label in the URL, so a link would change with the language. Without a value in the
     URL, the last value this session had (kept by `sync`) comes back: the browser drops the query
     string when you go to another page, and coming back must not reset the page.
+
+    `follow`: the default depends on the view (Link opens on another query than One query). Until
+    the user picks a value (`chose` as the widget's on_change) or a link gives one on the
+    session's first sight of the key, the widget shows `default_value`, view after view.
     """
     key(name)
+    raw = st.query_params.get(name)
+    by_text = {str(o): o for o in options}
+    first_sight = _KEPT + name not in st.session_state
+    if follow and first_sight and raw in by_text:
+        chose(name)  # a link's value (or Back's) is a choice, whatever the view's default
+    if follow and not st.session_state.get(_CHOSEN + name):
+        st.session_state[name] = default_value
+        return
     if name in st.session_state:
         return
-    by_text = {str(o): o for o in options}
     kept = st.session_state.get(_KEPT + name)
     fallback = kept if kept in options else default_value
-    st.session_state[name] = by_text.get(st.query_params.get(name), fallback)
+    st.session_state[name] = by_text.get(raw, fallback)
 
 
 def sync(name: str, default_value: Any) -> None:
-    """Write the widget's value to the URL, or drop it when it is the default; keep it for `seed`
-    in case the widget goes away (another page, a run without it)."""
-    key(name)
+    """Write the widget's value to the URL, or drop it when it is the default (a key that is
+    `always` written keeps it); keep it for `seed` in case the widget goes away (another page, a
+    run without it)."""
+    found = key(name)
     value = st.session_state.get(name)
     st.session_state[_KEPT + name] = value
-    if value is None or value == default_value:
+    if value is None or (value == default_value and not found.always):
         if name in st.query_params:
             del st.query_params[name]
     elif st.query_params.get(name) != str(value):
         st.query_params[name] = str(value)
+
+
+def seed_list(name: str, options: list) -> None:
+    """Start a multiselect from the URL by its options' values (?wi_hide=3&wi_hide=7: positions),
+    never their labels ("3: the" changes with the sentence and the language). A value that is no
+    option is dropped; so is a kept one the options lost (a shorter sentence). An older link's
+    label ("3: the") reads as its leading value."""
+    key(name)
+    by_text = {str(option): option for option in options}
+    if name in st.session_state:
+        kept = st.session_state[name] or []
+        st.session_state[name] = [v for v in kept if v in options]
+        return
+    raw = st.query_params.get_all(name)
+    kept = st.session_state.get(_KEPT + name) or []
+    found = [by_text.get(r.split(":")[0].strip()) for r in raw] if raw else kept
+    picked: list = []
+    for value in found:
+        if value in options and value not in picked:
+            picked.append(value)
+    st.session_state[name] = picked
+
+
+def sync_list(name: str) -> None:
+    """Write a multiselect's values to the URL in the order picked (none: the key is dropped)."""
+    key(name)
+    values = list(st.session_state.get(name) or [])
+    st.session_state[_KEPT + name] = values
+    if not values:
+        if name in st.query_params:
+            del st.query_params[name]
+    elif st.query_params.get_all(name) != [str(v) for v in values]:
+        st.query_params[name] = [str(v) for v in values]
+
+
+def query_string() -> str:
+    """The URL's query as this run leaves it, encoded as the browser's address bar holds it."""
+    pairs = [(name, value) for name in st.query_params for value in st.query_params.get_all(name)]
+    return urllib.parse.urlencode(pairs)

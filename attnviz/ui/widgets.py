@@ -15,6 +15,10 @@ from attnviz.ui.language import t
 from attnviz.views.spec import PLOTLY_CONFIG, Spec
 
 _GIVEN = "_default_given_"
+# A multiselect picks exactly what the user chose: no "Select N matches" entry (typing L3H1 and
+# Enter once silenced L3H1, L3H10 and L3H11), typed text matched anywhere, in the options' order
+# (so the first match of L3H1 is L3H1 itself, of 1 is position 1).
+EXACT = {"select_all": False, "filter_mode": "contains"}
 
 
 def follow_default(key: str, default: str) -> None:

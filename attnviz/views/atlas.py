@@ -39,11 +39,12 @@ def grid(
     short_label: Callable[[str], str] | None = None,
     axes: tuple[str, str] = ("layer", "head"),
 ) -> go.Figure:
-    """The layer x head grid of one part: a square per head in its role's colour with the role's
-    short name inside, every score on hover, one legend entry per role present. Points carry
-    (layer, head) as customdata, so a click on one picks that head. The squares are shapes in
-    data coordinates, so they keep their gaps at any width (projector mode, 1280 px); the
-    clickable marker sits at each square's centre, in the same colour."""
+    """The layer x head grid of one part: a square per head in its primary role's colour with
+    the role's short name inside, a small dot in the colour of each further role it passes
+    (`frame.roles`, e.g. an induction head that is also a sink), every role and score on hover,
+    one legend entry per role present. Points carry (layer, head) as customdata, so a click on
+    one picks that head. The squares are shapes in data coordinates, so they keep their gaps at
+    any width (projector mode, 1280 px); the clickable marker sits at each square's centre."""
     n_layers, n_heads = int(frame.layer.max()) + 1, int(frame["head"].max()) + 1
     cell = max(16, min(64, 860 // n_heads))  # px per head at a typical page width
     size = max(8, min(20, round(cell * 0.4)))  # the marker, inside its square at any width
@@ -51,17 +52,20 @@ def grid(
     # Plain dicts in one figure: adding 73 squares one add_shape at a time re-validated the whole
     # layout each time (1.2 s a rerun of the atlas page).
     data = []
+    passed = {(r.layer, r.head): r.roles.split(",") for r in frame.itertuples()}
     for role, colour in ROLE_COLOURS.items():
         rows = frame[frame.role == role]
         if rows.empty:
             continue
         hover = [
             "<br>".join(
-                [f"<b>L{r.layer} H{r.head}: {escape([role_label(role)])[0]}</b>"]
+                [f"<b>L{r.layer} H{r.head}: "
+                 + " · ".join(escape([role_label(x) for x in passed[(r.layer, r.head)]]))
+                 + "</b>"]
                 + [f"{score_label(s)}: {getattr(r, s):.3f}" for s in HOVER_SCORES]
             )
             for r in rows.itertuples()
-        ]
+        ]  # fmt: skip
         data.append(
             dict(
                 type="scatter",
@@ -69,6 +73,7 @@ def grid(
                 y=rows["layer"].tolist(),
                 mode="markers+text" if cell >= 40 else "markers",
                 name=role_label(role),
+                legendgroup=role,
                 marker=dict(symbol="square", size=size, color=colour, line=dict(width=0)),
                 text=[short_label(role)] * len(rows),
                 textfont=dict(color="white", size=11),
@@ -77,6 +82,7 @@ def grid(
                 hoverinfo="text",
             )
         )
+    data += _further_roles(passed, role_label, cell, {d["legendgroup"] for d in data})
     half = 0.44  # a square's half side, in cells
     shapes = [
         dict(
@@ -106,10 +112,11 @@ def grid(
     layout = dict(
         title=dict(text=title, font=dict(size=15)),
         font=FONT,
-        height=170 + cell * n_layers,
-        margin=dict(l=60, r=20, t=50, b=50),
+        height=200 + cell * n_layers,
+        margin=dict(l=60, r=20, t=50, b=80),
         plot_bgcolor="white",
-        legend=dict(orientation="h", y=-0.12, x=0),
+        # below the head axis's title at any number of layers (a fraction of the plot's height)
+        legend=dict(orientation="h", x=0, yanchor="top", y=-52 / (70 + cell * n_layers)),
         clickmode="event+select",
         dragmode=False,
         shapes=shapes,
@@ -123,6 +130,42 @@ def grid(
         ),
     )  # fmt: skip
     return figure(data, layout)
+
+
+def _further_roles(
+    passed: dict[tuple[int, int], list[str]],
+    role_label: Callable[[str], str],
+    cell: int,
+    shown: set[str],
+) -> list[dict]:
+    """A dot per further role a head passes, along its square's lower edge, in the role's
+    colour (one trace a role, in the role's legend group; a legend entry only for a role that
+    is nobody's primary)."""
+    dots: dict[str, tuple[list, list]] = {}
+    for (layer, head), roles in passed.items():
+        for n, role in enumerate(roles[1:]):
+            xs, ys = dots.setdefault(role, ([], []))
+            xs.append(head - 0.3 + 0.2 * n)
+            ys.append(layer + 0.3)
+    return [
+        dict(
+            type="scatter",
+            x=xs,
+            y=ys,
+            mode="markers",
+            name=role_label(role),
+            legendgroup=role,
+            showlegend=role not in shown,
+            hoverinfo="skip",
+            marker=dict(
+                symbol="circle",
+                size=max(5, min(10, round(cell * 0.16))),
+                color=ROLE_COLOURS[role],
+                line=dict(color="white", width=1),
+            ),
+        )  # fmt: skip
+        for role, (xs, ys) in dots.items()
+    ]
 
 
 def example_bars(

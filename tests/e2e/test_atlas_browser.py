@@ -121,3 +121,57 @@ def test_stop_button_stops_measuring_and_measure_again_finishes(page) -> None:
     page.wait_count(CHART, 2, timeout=180, at_least=True)
     page.settle()
     assert "61 texts measured (50 of them yours)" in page.page.inner_text("body")
+
+
+@pytest.mark.parametrize(
+    "lang,expect",
+    [
+        ("en", "Layer 1, head 0: previous token · self"),
+        ("zh", "第 1 层, 第 0 个头: 前一个词元 · 自身"),
+    ],
+    ids=["en", "zh"],
+)
+def test_every_role_of_a_decoder_head(page, lang, expect) -> None:
+    """The char model's L1H0 passes two roles: both named, the further one a dot on the grid;
+    the texts where it is strongest below its example. Shot at both sizes."""
+    page.open(f"atlas?lang={lang}&at_model=attnviz-char-zh-en&at_probes=en&at_layer=1&at_head=0")
+    page.wait_count(CHART, 2, timeout=180, at_least=True)
+    page.settle()
+    for _ in page.sizes():
+        body = page.page.inner_text("body")
+        assert expect in body, body[:1500]
+        assert page.count(POINTS) >= 32 + 1  # 4 x 8 squares and the further role's dot
+        page.shot(f"atlas-roles-{lang}")
+
+
+@pytest.fixture(scope="module")
+def saved_atlas(tmp_path_factory):
+    """An atlas.parquet as `attnviz atlas` writes it (the same score_batch and Store, no Ray)."""
+    from attnviz.engine.hooked import load_model
+    from attnviz.engine.roles import probe_list
+    from attnviz.serve import corpus
+
+    texts = probe_list("en")[:8]
+    out = tmp_path_factory.mktemp("saved")
+    store = corpus.Store.open(out, corpus.Manifest("attnviz-char-zh-en", 256, 8, 8, "x"))
+    store.write_part(
+        0, corpus.score_batch(load_model("attnviz-char-zh-en"), list(enumerate(texts)), 256)
+    )
+    store.finish(corpus.Corpus(tuple(texts), tuple(f"notes.txt:{i + 1}" for i in range(8))))
+    return out / "atlas.parquet"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_saved_corpus_atlas_uploaded(page, saved_atlas, lang) -> None:
+    page.open(f"atlas?lang={lang}&at_source=saved&at_layer=1&at_head=0")
+    page.settle()
+    page.page.locator('[data-testid="stFileUploader"] input[type=file]').set_input_files(
+        str(saved_atlas)
+    )
+    page.wait_count(CHART, 1, timeout=60, at_least=True)
+    page.settle()
+    for _ in page.sizes():
+        body = page.page.inner_text("body")
+        assert "notes.txt:" in body and page.count(POINTS) >= 32, body[:1500]
+        assert ("8 texts measured" if lang == "en" else "测量了 8 条文本") in body
+        page.shot(f"atlas-saved-{lang}")

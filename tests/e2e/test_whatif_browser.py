@@ -23,3 +23,32 @@ def test_whatif_panel_keeps_the_views_near_the_top(page) -> None:
     page.page.get_by_role("tab", name="Each token's output").click()
     page.wait_count('[data-testid="stPlotlyChart"]', 5, timeout=60, at_least=True)
     page.shot("bert-what-if-details")
+
+
+def _pick(page, label: str, typed: str) -> None:
+    box = page.page.locator(f'[data-testid="stMultiSelect"]:has-text("{label}") input').first
+    box.click()
+    box.type(typed)
+    box.press("Enter")
+    box.press("Escape")
+    page.page.wait_for_timeout(600)
+    page.settle()
+
+
+def test_what_if_pickers_take_exactly_what_is_typed(page) -> None:
+    # Issue 34: typing L3H1 + Enter silenced L3H1, L3H10 and L3H11 ("Select 3 matches" was
+    # highlighted); typing 1 + Enter hid 6 tokens; the URL held labels (b_mask=1%3A+the).
+    page.open("pretrained")
+    page.page.get_by_text("What if…").first.click()
+    _pick(page, "Silence heads", "L3H1")
+    assert "wi_silence=L3H1" in page.page.url and "L3H10" not in page.page.url, page.page.url
+    _pick(page, "Hide tokens", "1")
+    query = page.page.url.split("?", 1)[1]
+    assert "wi_hide=1&" in query + "&" and query.count("wi_hide=") == 1, query  # a position
+    page.shot("what-if-exact-picks")
+    page.open(f"pretrained?{query}")  # the link reopens both picks
+    page.page.get_by_text("What if…").first.click()
+    page.settle()
+    boxes = page.page.locator('[data-testid="stMultiSelect"]').all_inner_texts()
+    said = " | ".join(boxes)
+    assert "L3H1" in said and "L3H10" not in said and "1: the" in said, said

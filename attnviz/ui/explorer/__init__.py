@@ -19,7 +19,7 @@ from attnviz.ui.explorer.lines import lines_view
 from attnviz.ui.explorer.link import link
 from attnviz.ui.explorer.numbers import one_query, outputs, stats
 from attnviz.ui.explorer.overview import overview
-from attnviz.ui.explorer.pickers import VIEWS, forget_layer_and_head, pick_view
+from attnviz.ui.explorer.pickers import VIEWS, followed_head, pick_view
 from attnviz.ui.explorer.rollout import rollout_view
 from attnviz.views import registry
 
@@ -27,7 +27,7 @@ DRAW = {
     "heads": heads_view,
     "overview": overview,
     "detail": detail,
-    "lines": lambda trace: lines_view(trace, st.session_state.get("head", 0)),
+    "lines": lambda trace: lines_view(trace, followed_head(trace)[1]),  # the head in the URL
     "rollout": rollout_view,
     "query": one_query,
     "link": link,
@@ -52,11 +52,6 @@ def explorer(
     """
     st.session_state["_follow_head"] = follow
     view = pick_view(default_view, views)
-    # A view without a layer or head picker leaves the old choice in the state but not in the
-    # URL: forget it, so the page (and the what-if panel above, which follows it) is what the
-    # link reopens.
-    if forget_layer_and_head(view) and follow is not None:
-        st.rerun(scope="app")
     DRAW[view](trace)
     export_json(trace)
     return view

@@ -12,6 +12,7 @@ from attnviz.engine.trace import Trace
 from attnviz.serve.memos import per_trace
 from attnviz.ui.language import t
 from attnviz.ui.sidebar import pair, text
+from attnviz.ui.widgets import EXACT
 from attnviz.views import export
 
 
@@ -67,9 +68,9 @@ def _json_pick(trace: Trace) -> export.Pick:
     default = per_trace(trace, ("json pick",), lambda: export.default_pick(trace))
     with st.popover(t("ex.json_pick")):
         layers = st.multiselect(t("ex.json_layers"), range(trace.n_layers), key="json_layers",
-                                placeholder=t("ex.json_all"))  # fmt: skip
+                                placeholder=t("ex.json_all"), **EXACT)  # fmt: skip
         heads = st.multiselect(t("ex.json_heads"), range(trace.n_heads), key="json_heads",
-                               placeholder=t("ex.json_all"))  # fmt: skip
+                               placeholder=t("ex.json_all"), **EXACT)  # fmt: skip
         threshold = st.number_input(
             t("ex.json_threshold"), 0.0, 1.0, value=default.threshold, step=0.001,
             format="%.3f", key=f"json_threshold_{default.threshold}",

@@ -9,7 +9,7 @@ from attnviz.ui import url
 from attnviz.ui.caching import trace_fragment
 from attnviz.ui.explorer.pickers import pick_layer, pick_window
 from attnviz.ui.language import t
-from attnviz.ui.widgets import chart
+from attnviz.ui.widgets import EXACT, chart
 from attnviz.views.lines import LinesLook, LinesPick, is_cjk, layer_lines
 
 PAIRS = url.key("lines_pair").options
@@ -78,7 +78,7 @@ def lines_view(trace: Trace, head_default: int = 0) -> None:
             # No head at all is not a choice either (an empty chart, and a link without the key).
             st.session_state["lines_heads"] = first
         # plain numbers as options: the URL then reads ?lines_heads=0&lines_heads=4 in any language
-        heads = st.multiselect(t("lv.heads"), heads_all, **url.bound("lines_heads"))
+        heads = st.multiselect(t("lv.heads"), heads_all, **EXACT, **url.bound("lines_heads"))
     with c3:
         threshold = st.slider(
             t("lv.threshold"), 0.0, 0.5, url.default("lines_w", n=n), 0.005,

@@ -19,27 +19,26 @@ from attnviz.views import panels
 def link(trace: Trace) -> None:
     """Which heads link a query token to a key token (it → animal)? Every head ranked."""
     keys = trace.key_tokens
-    # Open on a real word pair ("it" → "animal"), not [CLS] → [CLS]; a URL's choice still wins.
-    first_query, _ = default_link(trace)
-    url.seed("query", list(range(len(trace.tokens))), first_query)
+    # Open on a real word pair ("it" → "animal"), not [CLS] → [CLS]; a query picked in another
+    # view (or a link's) is kept, and the key then defaults to that query's own strongest link.
+    first_query, first_key = default_link(trace)
     c1, c2 = st.columns(2)
     with c1:
-        query = pick_query(trace)
-        url.write("query", query)  # 0 is a choice here, not the default
-    # the key this query links to most, among the keys it may see (a decoder's: not its future)
-    _, first_key = default_link(trace, query)
+        query = pick_query(trace, first_query)
     with c2:
-        url.seed("link_key", list(range(len(keys))), first_key)
+        # the key this query links to most, among the keys it may see (a decoder's: not its future)
+        linked = first_key if query == first_query else default_link(trace, query)[1]
+        url.seed("link_key", list(range(len(keys))), linked, follow=True)
         # a kept choice may be text: the browser sends the old label ("7: it") when a new input
         # (a pasted document) changes the options, and Streamlit hands it back unmatched
         kept = st.session_state["link_key"]
         if not isinstance(kept, int) or not 0 <= kept < len(keys):
-            st.session_state["link_key"] = first_key
+            st.session_state["link_key"] = linked
         key = st.selectbox(
             t("ex.link_key"), range(len(keys)), format_func=lambda j: f"{j}: {keys[j]}",
-            key="link_key",
+            key="link_key", on_change=url.chose, args=("link_key",),
         )  # fmt: skip
-        url.sync("link_key", first_key)
+        url.sync("link_key", linked)
     fig = panels.link_figure(trace, selection(query=query, key=key))
     n_heads = trace.n_layers * trace.n_heads
     chart(fig, key="link_grid", name=f"link_query{query}_key{key}")

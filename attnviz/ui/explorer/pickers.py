@@ -37,23 +37,31 @@ def pick_view(default: str, views: tuple[str, ...] = VIEWS) -> str:
     return view or default
 
 
-def _int_in_range(key: str, hi: int) -> None:
+def _int_in_range(key: str, hi: int, default: int | None = None) -> None:
     if not isinstance(st.session_state.get(key), int) or not 0 <= st.session_state[key] < hi:
-        st.session_state[key] = url.default(key)
+        st.session_state[key] = url.default(key) if default is None else default
+
+
+def _pick_index(name: str, label: str, n: int) -> int:
+    # By value in the URL (url.seed / url.sync), written even at 0: a view without this picker
+    # (Lines draws the head; Link, the statistics) keeps it in the link and in the history.
+    url.seed(name, list(range(n)), url.default(name))
+    _int_in_range(name, n)
+    picked = st.slider(label, 0, n - 1, key=name)
+    url.sync(name, url.default(name))
+    return picked
 
 
 def pick_layer(trace: Trace) -> int:
     if trace.n_layers == 1:
         return 0
-    _int_in_range("layer", trace.n_layers)
-    return st.slider(t("pg.layer"), 0, trace.n_layers - 1, **url.bound("layer"))
+    return _pick_index("layer", t("pg.layer"), trace.n_layers)
 
 
 def pick_head(trace: Trace) -> int:
     if trace.n_heads == 1:
         return 0
-    _int_in_range("head", trace.n_heads)
-    head = st.slider(t("ex.head"), 0, trace.n_heads - 1, **url.bound("head"))
+    head = _pick_index("head", t("ex.head"), trace.n_heads)
     _follow(st.session_state.get("layer", 0) if trace.n_layers > 1 else 0, head)
     return head
 
@@ -99,26 +107,18 @@ def followed_head(trace: Trace) -> tuple[int, int]:
     return value("layer", trace.n_layers), value("head", trace.n_heads)
 
 
-def forget_layer_and_head(view: str) -> bool:
-    """Drop a layer / head the view has no picker for from the state (it is not in the URL
-    either, so the page stays what its link reopens). True when something was dropped."""
-    picks = registry.BY_NAME[view].picks
-    stale = [k for k in ("layer", "head") if k not in picks and st.session_state.get(k)]
-    for name in stale:
-        # The default, not a deletion: the picker's bound URL key still holds the old head until
-        # this run ends, and the rerun would read it back from there (followed_head).
-        st.session_state[name] = 0
-    return bool(stale)
-
-
-def pick_query(trace: Trace) -> int:
-    """A query position, kept in the URL; it opens on default_query (a decoder's last token: its
-    row sees every key, where [BOS]'s sees only itself)."""
+def pick_query(trace: Trace, default: int | None = None) -> int:
+    """The query position: the view's `default` (Link's pronoun; else default_query, a decoder's
+    last token) until the user picks one or a link gives one; then the same query in every view."""
     n = len(trace.tokens)
-    url.seed("query", list(range(n)), default_query(trace))
-    _int_in_range("query", n)
-    query = st.selectbox(t("ex.query"), range(n), format_func=numbered(trace.tokens), key="query")
-    url.sync("query", url.default("query"))
+    first = default_query(trace) if default is None else default
+    url.seed("query", list(range(n)), first, follow=True)
+    _int_in_range("query", n, first)
+    query = st.selectbox(
+        t("ex.query"), range(n), format_func=numbered(trace.tokens), key="query",
+        on_change=url.chose, args=("query",),
+    )  # fmt: skip
+    url.sync("query", first)
     return query
 
 
