@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from attnviz.engine import validate
-from attnviz.engine.budget import budget, size
+from attnviz.engine.budget import budget, longest_input, size
 from attnviz.engine.errors import EmptyInput
 
 MAX_NEW_TOKENS = 128  # tokens one run may generate (the page offers up to this)
@@ -123,6 +123,9 @@ class Generation:
         return sum(s.weights.numel() * 4 for s in self.steps)
 
 
+MAX_CONTEXT = 512  # tokens of prompt and generation together (a page of text)
+
+
 def generation_bytes(n_layers: int, n_heads: int, n_prompt: int, n_new: int) -> int:
     """What a run keeps: one float32 row per layer, head and step, rows growing by one key."""
     keys = sum(n_prompt + t for t in range(n_new))  # n_k over the steps
@@ -205,6 +208,17 @@ def _check(model, n_prompt: int, n_new: int, what_if: WhatIf) -> None:
                 f"ablate=({layer}, {head}) is outside the model: layers 0..{model.n_layers - 1}, "
                 f"heads 0..{model.n_heads - 1}"
             )
+    # The prompt's first forward runs the whole prompt at once, with every head's attention
+    # recorded: an 8,000-token prompt on SmolLM2 kept 138 MB of rows but took 19 GB in that
+    # forward, 1,586 tokens 7.2 GB. A prompt and its new tokens fit MAX_CONTEXT and what this
+    # server traces of the model.
+    longest = min(MAX_CONTEXT, longest_input(model))
+    if n_prompt + n_new > longest:
+        raise ValueError(
+            f"the prompt has {n_prompt} tokens and {n_new} more were asked for: this server "
+            f"generates from at most {longest} tokens with this model (its memory budget); "
+            f"shorten the prompt or generate fewer tokens"
+        )
     need, limit = generation_bytes(model.n_layers, model.n_heads, n_prompt, n_new), budget()
     if need > limit.max_trace_bytes:
         raise ValueError(
