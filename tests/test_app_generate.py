@@ -13,10 +13,13 @@ from attnviz.views.tokens import piece, visible
 from tests.apphelpers import app, page_text
 
 PAGE = "app_pages/generate.py"
+# These tests are about the page, on the small decoder attnviz trained: the page would open on
+# SmolLM2 or Gemma 3 where `make llms` installed them (tests/test_app_llms.py).
+CHAR = {"g_pick": TRAINED_DECODER}
 
 
 def test_a_link_reopens_the_same_run_at_its_step() -> None:
-    query = {"g_n": "5", "g_step": "2", "g_greedy": "false", "g_seed": "9", "g_topk": "50",
+    query = {**CHAR, "g_n": "5", "g_step": "2", "g_greedy": "false", "g_seed": "9", "g_topk": "50",
              "g_temp": "2.0", "g_ablate": ["L0H1", "L2H3"]}  # fmt: skip
     at = app(PAGE, query)
     assert not at.exception
@@ -34,14 +37,14 @@ def test_a_link_reopens_the_same_run_at_its_step() -> None:
 
 
 def test_bad_links_and_names_get_messages() -> None:
-    at = app(PAGE, {"g_n": "100000", "g_stemp": "nan"})  # out of range: the defaults
+    at = app(PAGE, {**CHAR, "g_n": "100000", "g_stemp": "nan"})  # out of range: the defaults
     assert not at.exception and at.slider(key="g_n").value == 16
-    at = app(PAGE, {"g_prompt": "word " * 600})
+    at = app(PAGE, {**CHAR, "g_prompt": "word " * 600})
     assert not at.exception
     assert "reads at most" in " ".join(e.value for e in at.error)
-    at = app(PAGE, {"g_prompt": "   "})
+    at = app(PAGE, {**CHAR, "g_prompt": "   "})
     assert not at.exception and "prompt is empty" in " ".join(e.value for e in at.error)
-    at = app(PAGE, {"g_model": "/no/such/folder", "g_prompt": "my own prompt",
+    at = app(PAGE, {**CHAR, "g_model": "/no/such/folder", "g_prompt": "my own prompt",
                     "g_ablate": ["L0H1"]})  # fmt: skip
     assert not at.exception and at.error
     assert "Traceback" not in page_text(at)
@@ -55,7 +58,7 @@ def test_bad_links_and_names_get_messages() -> None:
 
 def test_the_default_prompt_follows_the_language() -> None:
     # Issue 34: with ?lang=zh Generate's prompt stayed English.
-    at = app(PAGE, {"lang": "zh", "g_n": "2"})
+    at = app(PAGE, {**CHAR, "lang": "zh", "g_n": "2"})
     assert not at.exception and at.text_area(key="g_prompt").value == "床前明月光，"
     at.radio(key="lang").set_value("English").run()
     assert at.text_area(key="g_prompt").value == "The cat sat on the mat and"
@@ -77,7 +80,7 @@ def test_every_generated_token_is_shown_whitespace_drawn(knobs) -> None:
     # Issue 34: the default run showed 12 of its 16 tokens (4 were spaces, which Markdown drops),
     # and a what-if run of spaces and line breaks read "Generated:" and nothing. The character
     # model's tokens are one character each: one drawn character a token.
-    at = app(PAGE, knobs)
+    at = app(PAGE, {**CHAR, **knobs})
     assert not at.exception
     run = generate(
         load_model(TRAINED_DECODER, device="cpu"), "The cat sat on the mat and", 16,

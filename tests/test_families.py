@@ -12,6 +12,7 @@ from transformers import (
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
     BartConfig,
+    Gemma3TextConfig,
     GemmaConfig,
     GPT2Config,
     GraniteConfig,
@@ -42,13 +43,24 @@ CONFIGS = {
     ),
     "mistral": lambda: MistralConfig(**ROPE, num_key_value_heads=2, sliding_window=WINDOW),
     "gemma": lambda: GemmaConfig(**ROPE, num_key_value_heads=1, head_dim=8),
+    # Gemma 3: q/k norms, a sliding-window layer, and its own query scaling (query_pre_attn_scalar
+    # 32 with d_head 8: scale 1/sqrt(32), not 1/sqrt(8)); the window last, as for qwen2, so that
+    # padded rows left with no key (zeros here, uniform in eager) feed no later layer
+    "gemma3_text": lambda: Gemma3TextConfig(
+        **ROPE,
+        num_key_value_heads=1,
+        head_dim=8,
+        query_pre_attn_scalar=32,
+        sliding_window=WINDOW,
+        layer_types=["full_attention", "sliding_attention"],
+    ),
     "qwen3": lambda: Qwen3Config(**ROPE, num_key_value_heads=2, head_dim=8),
     "phi3": lambda: Phi3Config(**ROPE, num_key_value_heads=2, pad_token_id=0),
     "olmo2": lambda: Olmo2Config(**ROPE, num_key_value_heads=2, pad_token_id=0),
     "granite": lambda: GraniteConfig(**ROPE, num_key_value_heads=2, attention_multiplier=0.2),
 }
 # Which layers see only the last WINDOW keys.
-WINDOWED = {"mistral": {0, 1}, "qwen2": {1}}
+WINDOWED = {"mistral": {0, 1}, "qwen2": {1}, "gemma3_text": {1}}
 
 
 @pytest.fixture(scope="module")

@@ -169,3 +169,15 @@ def test_the_unknown_token_is_never_written() -> None:
     assert len(new) == 8 and "[UNK]" not in new
     unk = model.tokenizer.unk_token_id
     assert all(i != unk for s in run.steps for i, _ in s.top)
+
+
+def test_a_prompt_past_the_context_a_server_generates_from_is_refused(decoder, monkeypatch) -> None:
+    # The prompt's first forward records every head over the whole prompt: an 8,000-token prompt
+    # on SmolLM2 took 19 GB there (its kept rows, 138 MB, were under the budget). The prompt and
+    # its new tokens must fit MAX_CONTEXT, refused before any forward.
+    from attnviz.engine import generate as module
+
+    monkeypatch.setattr(module, "MAX_CONTEXT", 6)
+    with pytest.raises(ValueError, match="generates from at most 6 tokens"):
+        generate(decoder, PROMPT, n_new=8)
+    assert len(generate(decoder, "the", n_new=2).steps) >= 1  # [BOS] the + 2 fits

@@ -328,6 +328,7 @@ def test_a_refused_model_name_is_explained_in_chinese_with_the_original_below() 
 
 def test_public_mode_offers_only_the_allowlist(monkeypatch) -> None:
     from attnviz.engine.budget import budget
+    from attnviz.engine.bundled import bundled_models
 
     monkeypatch.setenv("ATTNVIZ_PUBLIC", "1")
     budget.cache_clear()
@@ -335,14 +336,19 @@ def test_public_mode_offers_only_the_allowlist(monkeypatch) -> None:
         at = app(BERT, {"model": "/etc"})
         assert not at.exception
         box = at.selectbox(key="model")
-        # the bundled models: MiniLM and the one attnviz trained (attnviz.bundled_models())
-        assert list(box.options) == ["sentence-transformers/all-MiniLM-L6-v2", "attnviz-char-zh-en"]
+        # the bundled models: MiniLM, the one attnviz trained, and the registry LLMs where
+        # `attnviz models` installed them (attnviz.bundled_models())
+        installed = [m.name for m in bundled_models() if m.installed]
+        assert installed[:2] == ["sentence-transformers/all-MiniLM-L6-v2", "attnviz-char-zh-en"]
+        assert list(box.options) == installed
         assert not any("/etc" in b for b in _bodies(at))
         assert budget().max_tokens == 256  # public mode's token limit
         from attnviz.serve.public import check_model
 
         with pytest.raises(ValueError, match="not available on this server"):
             check_model("~/models/secret")
+        with pytest.raises(ValueError, match="not available on this server"):
+            check_model("/tmp/model.gguf")  # no paths, a GGUF file's neither
     finally:
         monkeypatch.undo()
         budget.cache_clear()

@@ -20,7 +20,7 @@ from tests.apphelpers import app, pages
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 # Symbols, names and units that stay as they are in the Chinese notes and papers; number formats,
 # library and model-family names (GPT-2, Llama, BART...), the app's own name and cited authors
-# (Abnar & Zuidema, attention rollout) stay as written.
+# (Abnar & Zuidema, attention rollout) stay as written; so do special tokens (Gemma's <bos>).
 ALLOWED = set(
     re.findall(
         r"\S+",
@@ -36,7 +36,7 @@ ALLOWED = set(
     e alpha delta Delta sqrt frac top Sublayer Var split_head inf nan NaN X_kv
     float32 float16 bfloat16 NumPy attnviz
     GPT Llama Qwen Mistral Gemma Phi OLMo Granite RoBERTa BART Abnar Zuidema AttentionViz PCA
-    BOS EOS ln Top sink Xiao StreamingLLM Kobayashi WordPiece SentencePiece BPE Logit
+    BOS EOS bos eos ln Top sink Xiao StreamingLLM Kobayashi WordPiece SentencePiece BPE Logit
     """,
     )
 )

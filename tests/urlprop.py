@@ -36,6 +36,7 @@ TEXTS = {
     "text": ["", "   ", "the cat saw the dog", "我爱水课", "The animal didn't cross <b>it</b>"],
     "pair": ["", "a dog barks"],
     "model": ["", "no-such-org/no-such-model-xyz"],
+    "g_model": ["", "no-such-org/no-such-model-xyz"],  # blank: the picker's decoder again
     "po_a": ["狗咬人", "abc", "", "the cat"],
     "po_b": ["人咬狗", "cba", "abd", "cat the"],
 }

@@ -18,8 +18,9 @@ st.caption(t("bert.intro"))
 with st.sidebar:
     if public():  # a class server: only the allowlist, never a typed name or folder
         name = st.selectbox(t("bert.model_public"), allowed_models(), **url.bound("model"))
-    else:
-        name = st.text_input(t("bert.model"), help=t("bert.model_help"), **url.bound("model"))
+        models.public_facts(name)
+    else:  # a bundled model, or a name typed below it
+        name = models.pick_model("pick", "model", t("pick.label"), t("pick.other"))
     device = ui.url_select(
         st.selectbox,
         t("bert.device"),
@@ -38,6 +39,8 @@ with st.sidebar:
         format_func={**{d: d for d in models.DTYPES}, "auto": t("bert.device.auto")}.get,
     )
 
+if models.not_installed(name.strip()):  # a registry LLM before `attnviz models`: the command
+    st.stop()
 try:
     model = models.get_model(name.strip() or None, device, dtype)
 except Exception as err:  # noqa: BLE001 - any loader failure (e.g. a broken mirror's files): a message

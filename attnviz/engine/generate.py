@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from attnviz.engine import validate
-from attnviz.engine.budget import budget, size
+from attnviz.engine.budget import budget, longest_input, size
 from attnviz.engine.errors import EmptyInput
 
 MAX_NEW_TOKENS = 128  # tokens one run may generate (the page offers up to this)
@@ -103,7 +103,9 @@ class Generation:
     what_if: WhatIf
     cache: bool  # True: one token per forward through the KV cache
     stopped: str = "length"  # "length", or "eos" when the model produced its end token
-    texts: list[str] = field(default_factory=list)  # each id decoded alone (for labels)
+    # each token's text: they join into the decoded text (a character split over byte pieces on
+    # its first piece, '' on the rest)
+    texts: list[str] = field(default_factory=list)
 
     @property
     def generated(self) -> list[int]:
@@ -119,6 +121,9 @@ class Generation:
 
     def nbytes(self) -> int:
         return sum(s.weights.numel() * 4 for s in self.steps)
+
+
+MAX_CONTEXT = 512  # tokens of prompt and generation together (a page of text)
 
 
 def generation_bytes(n_layers: int, n_heads: int, n_prompt: int, n_new: int) -> int:
@@ -203,6 +208,17 @@ def _check(model, n_prompt: int, n_new: int, what_if: WhatIf) -> None:
                 f"ablate=({layer}, {head}) is outside the model: layers 0..{model.n_layers - 1}, "
                 f"heads 0..{model.n_heads - 1}"
             )
+    # The prompt's first forward runs the whole prompt at once, with every head's attention
+    # recorded: an 8,000-token prompt on SmolLM2 kept 138 MB of rows but took 19 GB in that
+    # forward, 1,586 tokens 7.2 GB. A prompt and its new tokens fit MAX_CONTEXT and what this
+    # server traces of the model.
+    longest = min(MAX_CONTEXT, longest_input(model))
+    if n_prompt + n_new > longest:
+        raise ValueError(
+            f"the prompt has {n_prompt} tokens and {n_new} more were asked for: this server "
+            f"generates from at most {longest} tokens with this model (its memory budget); "
+            f"shorten the prompt or generate fewer tokens"
+        )
     need, limit = generation_bytes(model.n_layers, model.n_heads, n_prompt, n_new), budget()
     if need > limit.max_trace_bytes:
         raise ValueError(
@@ -227,6 +243,7 @@ def generate(
     the whole sequence at each step instead of using the KV cache (slower; the same rows: the
     check of the cached path). Stops early at the model's end token."""
     from attnviz.engine.hooked.intercept import Recording
+    from attnviz.engine.hooked.labels import token_labels, token_texts
     from attnviz.engine.request import Knobs
 
     sampling = sampling or Sampling()
@@ -289,8 +306,8 @@ def generate(
                 break
     first = model.blocks[0]
     with model.call_lock:
-        tokens = model.tokenizer.convert_ids_to_tokens(ids)
-        texts = [model.tokenizer.decode([i]) for i in ids]
+        tokens = token_labels(model.tokenizer, ids)  # byte pieces read as characters
+        texts = token_texts(model.tokenizer, ids)
     return Generation(
         ids=ids,
         tokens=tokens,

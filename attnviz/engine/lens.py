@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from attnviz.engine.hooked.families import CROSS, DECODER
+from attnviz.engine.hooked.labels import piece_text
 from attnviz.engine.hooked.loading import LoadedModel
 from attnviz.engine.hooked.readout import (
     FrozenNorm,
@@ -208,8 +209,8 @@ def head_logits(
         parts.append(Part("unembedding bias", None, None, None, None))
     u = unembed.row(target)  # [d_model]
     tops = _tops([p.vector for p in parts], unembed, min(k, stream.logits.shape[0]))
-    decode = model.tokenizer.decode
-    name = decode([target])
+    tok = model.tokenizer
+    name = piece_text(tok, target)
     rows = []
     for p, (up, down) in zip(parts, tops, strict=True):
         row = {
@@ -220,9 +221,9 @@ def head_logits(
             "logit": float(bias[target]) if p.vector is None else float(p.vector @ u),
         }
         for i in range(k):
-            row[f"promote_{i + 1}"] = decode([up[i]]) if i < len(up) else ""
+            row[f"promote_{i + 1}"] = piece_text(tok, up[i]) if i < len(up) else ""
         for i in range(k):
-            row[f"suppress_{i + 1}"] = decode([down[i]]) if i < len(down) else ""
+            row[f"suppress_{i + 1}"] = piece_text(tok, down[i]) if i < len(down) else ""
         rows.append(row | {"target": name, "position": stream.position})
     table = pd.DataFrame(rows)
     table[["layer", "head"]] = table[["layer", "head"]].astype("Int64")
@@ -259,15 +260,15 @@ def logit_lens(model: LoadedModel, trace: Trace, position: int = -1, k: int = 5)
     final = int(stream.logits.argmax())
     k = min(k, probs.shape[-1])
     top = probs.topk(k, dim=-1)
-    decode = model.tokenizer.decode
+    tok = model.tokenizer
     rows = []
     for i in range(n_layers + 1):
         row = {"layer": i - 1}
-        row |= {f"top_{j + 1}": decode([int(top.indices[i, j])]) for j in range(k)}
+        row |= {f"top_{j + 1}": piece_text(tok, int(top.indices[i, j])) for j in range(k)}
         row |= {f"p_{j + 1}": float(top.values[i, j]) for j in range(k)}
         p_final = probs[i, final]
         row |= {
-            "final_token": decode([final]),
+            "final_token": piece_text(tok, final),
             "final_p": float(p_final),
             "final_rank": int((probs[i] > p_final).sum()) + 1,
         }

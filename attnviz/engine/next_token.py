@@ -85,5 +85,7 @@ def next_tokens(
     """The public form of `top_k`: the k most likely next tokens after a decoder `trace` of
     `model` (from attnviz.load_model), decoded with the model's tokenizer; with `base` (the same
     text traced without the what-if knobs) each carries its probability there too."""
+    from attnviz.engine.hooked.labels import piece_text
+
     tokenizer = model.tokenizer  # type: ignore[attr-defined]
-    return top_k(trace, lambda i: tokenizer.decode([i]), k, base)
+    return top_k(trace, lambda i: piece_text(tokenizer, i), k, base)  # never U+FFFD

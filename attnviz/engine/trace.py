@@ -228,6 +228,9 @@ class Trace:
     # The TraceRequest this trace answers (attnviz.engine.request; its parts share it), or None
     # for a trace made without one: what a server's cache and a fragment know it by.
     request: Any = None
+    # The token ids behind `tokens` (which are labels: byte pieces read as characters, so not
+    # always the vocabulary's spelling), for a rerun of the same input; None where unknown.
+    token_ids: list[int] | None = None
     # Values derived from this trace for views (a figure, a table), kept as long as it lives: a
     # server memoizes them here (attnviz.serve.memos), so they go with the trace, never in a
     # table of their own.

@@ -1,9 +1,10 @@
 """Public mode, for a server a whole class (or the internet) can reach: ATTNVIZ_PUBLIC=1.
 
 In public mode the BERT page offers only the models of an allowlist (ATTNVIZ_MODELS, names
-separated by commas; by default the bundled models: all-MiniLM-L6-v2 and the models attnviz
-trained, attnviz.bundled_models()), never looks a typed name up on disk or on the
-Hub, and shows no paths or library errors in its messages. The budget's limits
+separated by commas; by default the bundled models that are installed: all-MiniLM-L6-v2, the
+models attnviz trained and the registry LLMs fetched by `attnviz models`,
+attnviz.bundled_models()), takes no paths (a .gguf file included), never looks a typed name up
+on disk or on the Hub, and shows no paths or library errors in its messages. The budget's limits
 (attnviz.engine.budget) apply in every mode; public mode lowers the token and text limits unless
 they are set explicitly.
 """
@@ -22,11 +23,11 @@ __all__ = ["allowed_models", "check_model", "public"]
 
 def allowed_models() -> list[str]:
     """The names public mode offers: ATTNVIZ_MODELS (comma-separated), else the bundled models
-    (the default first, then those attnviz trained whose folder is present)."""
+    (the default first, then those attnviz trained and the registry LLMs, each where installed)."""
     raw = os.environ.get("ATTNVIZ_MODELS", "")
     names = [n.strip() for n in raw.split(",") if n.strip()]
-    trained = [m.name for m in bundled_models() if m.path is not None and m.name != DEFAULT_NAME]
-    return names or [DEFAULT_NAME, *trained]
+    installed = [m.name for m in bundled_models() if m.installed and m.name != DEFAULT_NAME]
+    return names or [DEFAULT_NAME, *installed]
 
 
 def check_model(name: str | None) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.engine.budget import size
+from attnviz.engine.bundled import REGISTRY, TRAINED
 from attnviz.engine.generate import (
     MAX_NEW_TOKENS,
     TRAINED_DECODER,
@@ -14,29 +15,45 @@ from attnviz.engine.generate import (
     generate,
 )
 from attnviz.engine.whatif import head_ids, parse_head_ids
+from attnviz.serve.public import allowed_models, public
 from attnviz.ui import markup, url
 from attnviz.ui.language import lang, t
-from attnviz.ui.models import get_model
-from attnviz.ui.widgets import EXACT, chart, follow_default
+from attnviz.ui.models import get_model, not_installed, pick_model, public_facts
+from attnviz.ui.widgets import EXACT, chart, follow_default, url_select
 from attnviz.views import training
 from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 from attnviz.views.tokens import piece, visible
 
 
 def decoder():
-    """The decoder the page generates with (attnviz's own trained decoder unless a name is
-    given), or None after a message saying why not."""
-    name = st.text_input(
-        t("gen.model"), url.default("g_model"), help=t("gen.model_help"), **url.bound("g_model")
-    ).strip()
-    if not name:
-        name = TRAINED_DECODER
+    """The decoder the page generates with (a bundled one from the picker, SmolLM2 or Gemma 3 by
+    the UI's language where installed, or a name typed below it), or None after a message saying
+    why not. In public mode, only the bundled decoders this server offers, never a typed name."""
+    if public():
+        offered = [n for n in allowed_models() if n in _DECODERS]
+        if not offered:
+            st.warning(t("gen.no_decoder"))
+            return None
+        default = url.default("g_pick", lang=lang())
+        default = default if default in offered else offered[0]
+        name = url_select(st.selectbox, t("gen.pick"), offered, "g_pick", default)
+        public_facts(name)
+    else:
+        name = pick_model("g_pick", "g_model", t("gen.pick"), t("gen.other"), kind="decoder")
+    if name == TRAINED_DECODER:
         st.caption(t("gen.default_note", name=markup.code(name)))
+    if not name or not_installed(name):
+        return None
     model = get_model(name, "auto")
     if model is not None and model.kind != "decoder":
         st.warning(t("gen.not_decoder", name=markup.code(model.name), kind=model.kind))
         return None
     return model
+
+
+_DECODERS = {n for n, entry in TRAINED.items() if entry[1] == "decoder"} | {
+    n for n, m in REGISTRY.items() if m.kind == "decoder"
+}
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)  # a run: at most 64 rows per head

@@ -1,21 +1,87 @@
-"""The Pretrained page's streamlit layer: a model loaded once per process, traces cached per
-TraceRequest."""
+"""The Pretrained page's streamlit layer: the model picker (bundled models, or a typed name), a
+model loaded once per process, traces cached per TraceRequest."""
 
 from __future__ import annotations
 
 import streamlit as st
 import torch
 
+from attnviz.engine.budget import size
+from attnviz.engine.bundled import FETCH_COMMAND, BundledModel, bundled_models
+from attnviz.engine.hooked.families import DEFAULT_NAME
 from attnviz.engine.request import TraceRequest
 from attnviz.engine.trace import Trace
 from attnviz.i18n import localized
 from attnviz.serve import tracing, warmup
 from attnviz.serve.public import check_model, public
-from attnviz.ui import markup
+from attnviz.ui import markup, url
 from attnviz.ui.caching import cached_trace
 from attnviz.ui.language import lang, t
+from attnviz.ui.widgets import follow_default, url_select
 
 DTYPES = ["float32", "bfloat16", "auto"]  # "auto": bfloat16 on a GPU, float32 on the CPU
+
+
+def pick_model(pick: str, typed: str, label: str, typed_label: str, kind: str | None = None):
+    """The model a page loads: a name typed in the box `typed` (a folder, a .gguf file or a Hub
+    id) when there is one, else the bundled model chosen in the picker `pick` (both URL keys),
+    with what it is and its licence beside it. Returns the name ("" for the default encoder);
+    `not_installed` then says whether it is there."""
+    models = {m.name: m for m in bundled_models() if kind is None or m.kind == kind}
+    default = url.default(pick, lang=lang())
+    follow_default(pick, default)  # a page's default by language, until one is picked
+    chosen = url_select(
+        st.selectbox, label, list(models), pick, default, format_func=_pick_label(models),
+        help=t("pick.help", command=FETCH_COMMAND),
+    )  # fmt: skip
+    name = st.text_input(typed_label, help=t("bert.model_help"), **url.bound(typed)).strip()
+    if name:
+        return name
+    st.caption(facts(models[chosen]))
+    return "" if chosen == DEFAULT_NAME else chosen
+
+
+def public_facts(name: str) -> None:
+    """Public mode's list: what the chosen model is and its licence, where it is a bundled one."""
+    found = {m.name: m for m in bundled_models()}.get(name)
+    if found is not None:
+        st.caption(facts(found))
+
+
+def not_installed(name: str) -> bool:
+    """Whether `name` is a bundled model that is not installed here, after a message saying the
+    command that installs it (a registry LLM before `attnviz models`)."""
+    found = {m.name: m for m in bundled_models()}.get(name)
+    if found is None or found.installed:
+        return False
+    st.warning(t("pick.missing", name=markup.code(name), command=FETCH_COMMAND))
+    return True
+
+
+def _pick_label(models: dict[str, BundledModel]):
+    """The picker's format_func: a name, marked when it is not installed (over the names and
+    flags only: a widget keeps its format_func with the session)."""
+    missing = {name for name, m in models.items() if not m.installed}
+    mark = t("pick.not_installed")
+
+    def label(name: str) -> str:
+        short = name.rsplit("/", 1)[-1]  # all-MiniLM-L6-v2, not its Hub owner
+        return f"{short} ({mark})" if name in missing else short
+
+    return label
+
+
+def facts(model: BundledModel) -> str:
+    """One line on a bundled model: kind, languages, parameters, size, licence and source."""
+    return t(
+        "pick.facts",
+        kind=t(f"pm.kind.{model.kind}"),
+        langs=", ".join(t(f"pick.lang.{code}") for code in model.languages),
+        params=f"{model.parameters / 1e6:.0f}M" if model.parameters else "?",
+        size=size(model.size_bytes),
+        licence=markup.code(model.licence),  # names, as written: "Gemma Terms of Use"
+        source=markup.code(model.source),
+    )
 
 
 def devices() -> list[str]:

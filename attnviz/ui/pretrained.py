@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from attnviz.engine.hooked.labels import piece_text
 from attnviz.engine.next_token import top_k
 from attnviz.engine.trace import Trace
 from attnviz.ui import markup, url
@@ -71,7 +72,7 @@ def next_tokens(model, trace: Trace, base: Trace | None, k: int = 10) -> None:
     if dec.next_logits is None:
         return
     base_dec = None if base is None else (base.part("decoder") if base.parts else base)
-    rows = top_k(dec, lambda i: model.tokenizer.decode([i]), k=k, base=base_dec)
+    rows = top_k(dec, lambda i: piece_text(model.tokenizer, i), k=k, base=base_dec)
     fig = charts.next_tokens(
         rows,
         title=t("pm.next_title", token=spec.escape([dec.tokens[-1]])[0]),

@@ -25,12 +25,14 @@ def _reads(name: str) -> tuple[str, ...] | None:
 
 
 def default_text(page: str = "") -> str:
-    """The first example of the UI language; English on a page whose model (the `model` key's
-    page) reads no Chinese: the bundled all-MiniLM-L6-v2 turns most Chinese characters into
-    [UNK]. A model attnviz does not know is taken to read the UI's language."""
+    """The first example of the UI language; English on a page whose model (typed in `model`, else
+    picked in `pick`) reads no Chinese: the bundled all-MiniLM-L6-v2 turns most Chinese characters
+    into [UNK]. A model attnviz does not know is taken to read the UI's language."""
     code = lang()
     if page in url.key("model").pages:
         name = str(st.session_state.get("model", url.read("model")) or "").strip()
+        if not name:  # the model picked in the list (ui/models.py pick_model)
+            name = str(st.session_state.get("pick", url.read("pick")) or "")
         reads = _reads(name)
         if reads is not None and code not in reads:
             code = "en"

@@ -37,6 +37,9 @@ from typing import Any
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from attnviz.engine.bundled import registry_file
+from attnviz.engine.generate import TRAINED_DECODER
+from attnviz.engine.hooked.families import DEFAULT_NAME
 from attnviz.i18n import examples, translate
 from attnviz.views import registry
 from attnviz.views.colour import SCALES
@@ -73,6 +76,21 @@ def _view_default(page: str) -> str:
     return {"playground": "heads", "pretrained": "overview"}[page]
 
 
+# The bundled models a picker offers (attnviz.engine.bundled), in this order only so that a
+# test's "another value" is a small model (tests/test_url_table.py); the pickers list them in
+# bundled_models() order.
+_PICKS = (DEFAULT_NAME, "smollm2-135m", TRAINED_DECODER, "gemma-3-270m")
+_DECODER_PICKS = ("gemma-3-270m", "smollm2-135m", TRAINED_DECODER)
+_DECODER_BY_LANG = {"en": "smollm2-135m", "zh": "gemma-3-270m"}
+
+
+def _first_decoder(lang: str = "en") -> str:
+    """The Generate page's decoder: the registry LLM for the language where it is installed,
+    else the one attnviz trained (it ships with attnviz)."""
+    name = _DECODER_BY_LANG.get(lang, "smollm2-135m")
+    return name if registry_file(name) is not None else TRAINED_DECODER
+
+
 VIEWS = registry.NAMES  # the explorer's views, one registry (attnviz.views.registry)
 
 TABLE = (
@@ -103,7 +121,10 @@ TABLE = (
     Key("pos", ("playground",), "choice", "sinusoidal", "value", ("sinusoidal", "none")),
     Key("temp", ("playground",), "float", 1.0, lo=0.05, hi=20.0, doc="softmax temperature"),
     # the Pretrained-model page
-    Key("model", ("pretrained",), "text", "", doc="Hub id or folder; empty: the bundled model"),
+    Key("pick", ("pretrained",), "choice", DEFAULT_NAME, "value", _PICKS,
+        doc="a bundled model (attnviz.bundled_models()); a name in `model` goes first"),
+    Key("model", ("pretrained",), "text", "",
+        doc="a folder, .gguf file or Hub id; empty: the model of `pick`"),
     Key("device", ("pretrained",), "choice", "auto", "value", ("auto", "cpu", "cuda")),
     Key("dtype", ("pretrained",), "choice", "float32", "value", ("float32", "bfloat16", "auto")),
     Key("wi_scale", ("pretrained",), "bool", True, doc="what if: divide by √d_head",
@@ -202,8 +223,11 @@ TABLE = (
     Key("po_alpha", ("positions",), "choice", 2.0,
         options=(0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)),
     # attention while generating (issue 24)
+    Key("g_pick", ("generate",), "choice", _first_decoder, "value", _DECODER_PICKS,
+        doc="a bundled decoder (default: SmolLM2 in English, Gemma 3 in Chinese, where "
+        "installed; else attnviz-char-zh-en); a name in `g_model` goes first"),
     Key("g_model", ("generate",), "text", "",
-        doc="a decoder's Hub id or folder; empty: attnviz-char-zh-en"),  # fmt: skip
+        doc="a decoder's folder, .gguf file or Hub id; empty: the model of `g_pick`"),
     Key("g_prompt", ("generate",), "text", lambda lang: translate("gen.default_prompt", lang),
         doc="the prompt (default: one in the UI's language)"),
     Key("g_n", ("generate",), "int", 16, lo=1, hi=64, doc="tokens to generate"),

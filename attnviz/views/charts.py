@@ -174,7 +174,7 @@ def next_tokens(
     model's when the rows carry one (integer rows with escaped token labels)."""
     if not rows:
         raise ValueError("no next-token rows to draw")
-    labels = escape([repr(r.token)[1:-1] for r in rows])  # whitespace tokens stay visible
+    labels = escape([r.token for r in rows])  # a space or a line break drawn: ␣, ⏎
     y = np.arange(len(rows))
     now = np.array([r.p for r in rows], dtype=np.float32)
     hover = "%{customdata}<br>" + html.escape(now_label) + " %{x:.4f}<extra></extra>"

@@ -18,6 +18,8 @@ import plotly.io
 from _plotly_utils.utils import convert_to_base64
 from plotly.basedatatypes import BaseFigure
 
+from attnviz.views.tokens import visible
+
 T = TypeVar("T")
 
 # Every chart's modebar exports a PNG at twice the on-screen size.
@@ -30,8 +32,11 @@ FONT = dict(family="Inter, 'Noto Sans CJK SC', 'Source Han Sans SC', sans-serif"
 
 
 def escape(tokens: Sequence[str]) -> list[str]:
-    """Plotly renders some HTML in tick and hover text: show tokens as typed, never as markup."""
-    return [html.escape(str(t), quote=False) for t in tokens]
+    """Plotly renders some HTML in tick and hover text: show tokens as typed, never as markup. A
+    token that is only whitespace (a space, a line break) is drawn (␣, ⏎): never a blank label."""
+    return [
+        html.escape(visible(t) if t and not t.strip() else t, quote=False) for t in map(str, tokens)
+    ]
 
 
 class Spec(BaseFigure):

@@ -14,7 +14,7 @@ LANGS = {"English": "en", "中文": "zh"}
 @pytest.mark.parametrize("lang", sorted(LANGS))
 def test_generate_opens_the_run_and_step_of_its_link(page, lang: str) -> None:
     p = page
-    p.open(f"generate?g_n=6&g_step=3&g_greedy=false&g_seed=5&lang={lang}")
+    p.open(f"generate?g_pick=attnviz-char-zh-en&g_n=6&g_step=3&g_greedy=false&g_seed=5&lang={lang}")
     for _ in p.sizes():  # one generation, checked and shot at both window sizes
         assert p.wait_count(CHARTS, 3, timeout=120) == 3
         assert p.wait_count(f"{CHARTS} .heatmaplayer", 1) == 1

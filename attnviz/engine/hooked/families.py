@@ -42,7 +42,7 @@ BLOCK_PATHS: dict[str, tuple[tuple[str, str, str, str], ...]] = {
     **dict.fromkeys(BERT_FAMILY, _BERT_PATHS),
     "gpt2": ((DECODER, "h", "attn", "attn.c_proj"),),
     **dict.fromkeys(
-        ("llama", "mistral", "qwen2", "qwen3", "gemma", "phi3", "olmo2", "granite"),
+        ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma3_text", "phi3", "olmo2", "granite"),
         _LLAMA_PATHS,
     ),
     "bart": _BART_PATHS,

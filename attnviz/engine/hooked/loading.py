@@ -25,6 +25,7 @@ from attnviz.engine import validate
 from attnviz.engine.budget import budget
 from attnviz.engine.budget import size as size_text
 from attnviz.engine.bundled import trained_folder
+from attnviz.engine.hooked import gguf_cache
 from attnviz.engine.hooked.families import (
     BERT_FAMILY,
     BLOCK_PATHS,
@@ -309,10 +310,13 @@ def load_model(
     in place and moved to `device` ("auto" keeps it where it is). A Hub id is fetched from
     HF_ENDPOINT (a mirror) when that is set, as huggingface_hub does.
 
-    Encoders of the BERT family, decoders (GPT-2, Llama, Mistral, Qwen2/3, Gemma, ...) and
-    encoder-decoders (BART): families.BLOCK_PATHS lists them. None loads the bundled
+    Encoders of the BERT family, decoders (GPT-2, Llama, Mistral, Qwen2/3, Gemma 1 and 3, ...)
+    and encoder-decoders (BART): families.BLOCK_PATHS lists them. None loads the bundled
     all-MiniLM-L6-v2 offline; a name is a local folder or a Hugging Face id (taken from the local
-    cache, else from the Hub if online; fails fast with a ValueError when it cannot be found).
+    cache, else from the Hub if online; fails fast with a ValueError when it cannot be found), a
+    .gguf file or a folder holding one, or a registry LLM ("smollm2-135m", "gemma-3-270m",
+    installed by `attnviz models`): a GGUF is checked, then converted once into a cache
+    (engine/hooked/gguf_cache.py; progress says so, on stderr when `progress` is None).
     Never runs remote code; prefers safetensors; refuses a model whose parameters exceed the
     budget (ATTNVIZ_MAX_MODEL_BYTES) before reading its weights. `dtype`: "float32" (exact),
     "bfloat16", "float16" or "auto" (bfloat16 on GPU); traces are float32 either way.
@@ -322,12 +326,17 @@ def load_model(
     if name is not None and not isinstance(name, str):
         return _from_object(name, tokenizer, validate.device(device))
     name, device = validate.model_name(name), validate.device(device)
-    validate.model_folder(name)
+    gguf = gguf_cache.source(name)  # a registry LLM, a .gguf file or a folder holding one
+    if gguf is None:
+        validate.model_folder(name)
     dev = _pick_device(device)
     torch_dtype = _dtype(dtype, dev)
     label = name or DEFAULT_NAME
     _say(progress, Message("load.finding", name=label))
-    source, local_only, safetensors = resolve(name)
+    if gguf is not None:  # converted once into a checked cache folder (engine/hooked/gguf_cache)
+        source, local_only, safetensors = str(gguf_cache.converted(gguf, progress)), True, True
+    else:
+        source, local_only, safetensors = resolve(name)
     try:
         config = AutoConfig.from_pretrained(source, local_files_only=local_only)
     except (OSError, ValueError) as e:

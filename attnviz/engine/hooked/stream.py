@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from attnviz.engine.hooked.families import DECODER
+from attnviz.engine.hooked.labels import token_labels
 from attnviz.engine.hooked.loading import LoadedModel
 from attnviz.engine.hooked.readout import (
     decoder_layers,
@@ -64,10 +65,18 @@ def position_in(trace: Trace, position: int) -> int:
     return pos
 
 
-def _ids(model: LoadedModel, tokens: list[str]) -> torch.Tensor:
-    """The token ids of a trace's tokens (as tracing wrote them from the ids). [1, n]"""
-    ids = model.tokenizer.convert_tokens_to_ids(tokens)
-    if any(i is None for i in ids) or model.tokenizer.convert_ids_to_tokens(ids) != tokens:
+def _ids(model: LoadedModel, trace: Trace, n: int) -> torch.Tensor:
+    """The ids of a trace's first `n` tokens: those tracing kept, else read back from the tokens
+    (a trace without them: its tokens must be the vocabulary's own pieces). [1, n]"""
+    tokens = trace.tokens[:n]
+    ids = trace.token_ids[:n] if trace.token_ids is not None else None
+    if ids is None:
+        ids = model.tokenizer.convert_tokens_to_ids(tokens)
+        if any(i is None for i in ids) or model.tokenizer.convert_ids_to_tokens(ids) != tokens:
+            ids = None
+    elif token_labels(model.tokenizer, ids) != tokens:
+        ids = None
+    if ids is None:
         raise ValueError(f"this trace's tokens are not {model.name!r}'s: trace it with this model")
     return torch.tensor([ids])
 
@@ -155,10 +164,10 @@ def _read(model: LoadedModel, trace: Trace, dec: Trace, pos: int) -> Stream:
     n = _real_length(dec)
     stream = Stream(position=pos, tokens=dec.tokens[:n])
     dev = torch.device(model.device)
-    inputs = {"input_ids": _ids(model, dec.tokens[:n]).to(dev)}
+    inputs = {"input_ids": _ids(model, dec, n).to(dev)}
     inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
     if model.kind == "encoder-decoder":
-        enc_ids = _ids(model, trace.tokens[: _real_length(trace)]).to(dev)
+        enc_ids = _ids(model, trace, _real_length(trace)).to(dev)
         inputs = {
             "input_ids": enc_ids,
             "attention_mask": torch.ones_like(enc_ids),

@@ -25,6 +25,7 @@ from attnviz.engine.errors import EmptyInput
 from attnviz.engine.hooked.encoding import collate, special_positions
 from attnviz.engine.hooked.families import CROSS, DECODER, POST_LN
 from attnviz.engine.hooked.intercept import Recording
+from attnviz.engine.hooked.labels import token_labels
 from attnviz.engine.hooked.loading import LoadedModel
 from attnviz.engine.hooked.preparing import (
     Prepared,
@@ -248,7 +249,7 @@ def _run(model: LoadedModel, forward: _Forward) -> list[Trace]:
             return _layer_traces(model, record, out, outputs, cpu, own, masks, part, b, n_q, n_k)
 
         first = model.blocks[0].part
-        tokens = model.tokenizer.convert_ids_to_tokens(ids)
+        tokens = token_labels(model.tokenizer, ids)  # byte pieces read as characters
         types = enc["token_type_ids"][b, :n_b].tolist() if "token_type_ids" in enc else [0] * n_b
         trace = Trace(
             tokens=tokens,
@@ -261,13 +262,14 @@ def _run(model: LoadedModel, forward: _Forward) -> list[Trace]:
             hidden=own(cpu(hidden[b, :n_b])),  # [n, d_model]
             embedding=own(cpu(embedding[b])),  # [d_model]
             meta=dict(meta, part=first, first_layer=0),
+            token_ids=ids,
         )
         if model.kind == "decoder":
             trace.next_logits = cpu(next_logits[b])  # [vocab]
         if dec is not None:
             d_ids = dec["input_ids"][b].tolist()
             m = len(d_ids)
-            d_tokens = model.tokenizer.convert_ids_to_tokens(d_ids)
+            d_tokens = token_labels(model.tokenizer, d_ids)
             d_special = special_positions(model, d_ids, dec["attention_mask"][b].tolist())
             for part, keys in ((DECODER, None), (CROSS, tokens)):
                 trace.parts[part] = Trace(
@@ -280,6 +282,7 @@ def _run(model: LoadedModel, forward: _Forward) -> list[Trace]:
                     embedding=cpu(dec_embedding[b]),  # [d_model]
                     next_logits=cpu(next_logits[b]),  # [vocab]
                     meta=dict(meta, part=part, first_layer=_first(model, part)),
+                    token_ids=d_ids,
                 )
         traces.append(trace)
     return traces
