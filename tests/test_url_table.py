@@ -24,7 +24,7 @@ PICKERS = {"pick_scale": "wscale", "pick_window": None, "pick_focus": "focus"}
 
 
 def _sources() -> list[Path]:
-    return [p for p in APP_DIR.rglob("*.py") if p != UI / "url.py"]
+    return [p for p in APP_DIR.rglob("*.py") if p not in (UI / "url.py", UI / "url_table.py")]
 
 
 def used_keys() -> dict[str, set[str]]:
