@@ -737,3 +737,28 @@ def test_script_runs_counts_streamlit_script_threads() -> None:
     assert not at.exception
     assert at.markdown[0].value.split() == [cores.SCRIPT_THREAD, "1"]
     assert cores.script_runs() == 0
+
+
+def test_a_request_finds_any_live_copy_of_its_model() -> None:
+    # The warm-up's copy and the model cache's share a key; the cache's copy, registered last,
+    # was evicted and the head-logits view said the page's own model was "no longer loaded".
+    import gc
+
+    from attnviz.engine.request import TraceRequest
+    from attnviz.serve import tracing
+
+    class Copy:
+        key = ("test-model-a-request-finds", "cpu", "float32")
+
+    warm, cached = Copy(), Copy()
+    tracing.register(warm)
+    tracing.register(cached)
+    request = TraceRequest(model=Copy.key, text="x")
+    assert tracing.model_for(request) is cached
+    del cached
+    gc.collect()
+    assert tracing.model_for(request) is warm
+    del warm
+    gc.collect()
+    with pytest.raises(LookupError):
+        tracing.model_for(request)

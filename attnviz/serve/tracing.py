@@ -13,6 +13,7 @@ BATCH_BYTES; the engine's trace_batch runs a group as it comes. No streamlit her
 from __future__ import annotations
 
 import functools
+import threading
 import weakref
 from collections.abc import Hashable
 
@@ -33,21 +34,31 @@ BATCH_BYTES = 64 * 2**20  # trace bytes of one batched forward at most: a 512-to
 
 # The loaded models a request may name, by their key (LoadedModel.key): a request alone is enough
 # to make its trace again (a fragment whose trace was evicted). Weak: the app's model cache
-# decides how long a model lives.
-_models: weakref.WeakValueDictionary[Hashable, object] = weakref.WeakValueDictionary()
+# decides how long a model lives. Every copy with a key is kept (the warm-up's and the model
+# cache's may both be loaded): one that dies leaves the others, which once read "no longer
+# loaded" while the warm-up's copy served the page.
+_models: dict[Hashable, list[weakref.ref]] = {}
+_models_lock = threading.Lock()
 
 
 def register(model) -> None:
     """Let requests name this loaded model by its key."""
-    _models[model.key] = model
+    with _models_lock:
+        alive = [ref for ref in _models.get(model.key, []) if ref() is not None]
+        if not any(ref() is model for ref in alive):
+            alive.append(weakref.ref(model))
+        _models[model.key] = alive
 
 
 def model_for(request: TraceRequest):
-    """The loaded model a request names; LookupError when it is not loaded (any more)."""
-    model = _models.get(request.model)
-    if model is None:
-        raise LookupError(f"model {request.model!r} is not loaded in this server")
-    return model
+    """A loaded model the request names; LookupError when none is loaded (any more)."""
+    with _models_lock:
+        refs = list(_models.get(request.model, []))
+    for ref in reversed(refs):  # the newest copy first
+        model = ref()
+        if model is not None:
+            return model
+    raise LookupError(f"model {request.model!r} is not loaded in this server")
 
 
 @functools.cache

@@ -9,7 +9,8 @@ import time
 # the view picker: the button group that offers Head detail (the Pretrained page's Tokens switch
 # "pieces | words" may stand before it)
 VIEW = '[data-testid="stButtonGroup"]:has(button:has-text("Head detail")) >> button[role="radio"]'
-MODEL = '[data-testid="stSidebar"] input[aria-label^="Model"]'
+# the box for a typed name, under the model picker
+MODEL = '[data-testid="stSidebar"] input[aria-label^="Or another model"]'
 
 
 def _wait(p) -> None:

@@ -33,8 +33,8 @@ def test_chinese_page(path: str, page) -> None:
     # The sentence follows the language (issue 34), but on the Pretrained page the bundled
     # English model keeps the English one (Chinese would be [UNK]).
     sentence = p.page.locator('[data-testid="stSidebar"] textarea').first.input_value()
-    assert sentence == ("The animal didn't cross the street because it was too tired"
-                        if path == "bert" else "那只动物没有过马路，因为它太累了。")  # fmt: skip
+    english = "The animal didn't cross the street because it was too tired"
+    assert sentence == (english if path == "pretrained" else "那只动物没有过马路，因为它太累了。")
     for _ in p.sizes():  # one run of the page, checked and shot at both window sizes
         assert ZH in p.page.url and "lang=zh" not in p.page.url, p.page.url
         text = p.page.locator('[data-testid="stApp"]').inner_text()
