@@ -146,7 +146,8 @@ def fresh(kind: str, model: str, texts_file: str, args, workers: int = 0) -> dic
         cmd += ["--max-tokens", str(args.max_tokens)]
     if args.long:
         cmd += ["--long", str(args.long)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}  # a lent GPU's packages too
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     if done.returncode:
         raise SystemExit(f"{kind} {model} failed:\n{done.stderr[-3000:]}")
