@@ -19,6 +19,7 @@ that can be drawn again), and a Back or Next run takes every key from the URL (`
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import streamlit as st
@@ -31,10 +32,15 @@ HIDDEN = f"<style>.st-key-{KEY} {{ display: none; }}</style>"  # a style only: n
 JS = Path(__file__).resolve().parent.parent / "assets" / "js" / "history.js"
 
 
+@cache
+def _source() -> str:
+    return JS.read_text(encoding="utf-8")
+
+
 def _component():
-    # Defined again each run: defined once a process (functools.cache), the module never reached
-    # the browser of a later session (checked in Chromium: tests/e2e/test_history_browser.py).
-    return st.components.v2.component(NAME, js=JS.read_text(encoding="utf-8"))
+    # Defined again each run (its source read once): defined once a process (functools.cache),
+    # the module never reached the browser of a later session (tests/e2e/test_history_browser.py).
+    return st.components.v2.component(NAME, js=_source())
 
 
 def one_entry_per_step() -> None:

@@ -42,9 +42,8 @@ def seed_language() -> None:
     if "lang" in st.session_state:  # from the first run on, the picker decides
         return
     raw = st.query_params.get("lang")  # as typed: read() would drop zh-CN, which is no option
-    code = language_of(raw) if raw is not None else language_of(browser_locale())
     url.key("lang")
-    label = LANGUAGES[code or "en"]
+    label = _label(raw if raw is not None else browser_locale())
     st.session_state["lang"] = label
     if raw != label:
         st.query_params["lang"] = label
@@ -57,9 +56,12 @@ def from_history() -> None:
     (which follows the language) were made in the language the session had."""
     if not url.navigating():
         return
-    raw = st.query_params.get("lang")
-    code = language_of(raw) if raw is not None else None
-    st.session_state["lang"] = LANGUAGES[code or "en"]
+    st.session_state["lang"] = _label(st.query_params.get("lang"))
+
+
+def _label(said: str | None) -> str:
+    """The picker's label for what a link or a browser says (zh, zh-CN, 中文...); English else."""
+    return LANGUAGES[language_of(said) or "en"]
 
 
 def language_to_url() -> None:
