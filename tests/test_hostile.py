@@ -303,6 +303,9 @@ APP_TEXTS = [
 @pytest.mark.parametrize("page", pages())
 def test_every_page_with_hostile_texts(page: str, monkeypatch) -> None:
     small_atlas_probes(monkeypatch)  # each hostile text is measured, with two probes, not eleven
+    # Generate's prompt is what is hostile here, not the run's length: one new token a run (a real
+    # LLM makes 16 by default, 1.9 s each time on SmolLM2 here).
+    monkeypatch.setattr("attnviz.ui.generate.MAX_NEW_TOKENS", 1)
     at = app(page)
     assert_page_is_clean(at, page)
     if any(t.key == "st_own" for t in at.toggle):  # the step page reads the text only when asked
