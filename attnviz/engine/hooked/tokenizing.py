@@ -31,7 +31,14 @@ def read(source: str, local_only: bool) -> Any:
     tokenizer = AutoTokenizer.from_pretrained(
         source, local_files_only=True, added_tokens_decoder={}
     )
-    tokenizer.init_kwargs["added_tokens_decoder"] = dict(tokenizer.added_tokens_decoder)
+    added = tokenizer.added_tokens_decoder
+    kwargs = tokenizer.init_kwargs  # as the legacy pass leaves them: special tokens as AddedTokens
+    kwargs["added_tokens_decoder"] = dict(added)
+    by_text = {str(token): token for token in added.values()}
+    for found in (kwargs, tokenizer._special_tokens_map):
+        for key, value in found.items():
+            if key.endswith("_token") and isinstance(value, str) and value in by_text:
+                found[key] = by_text[value]
     return tokenizer
 
 
