@@ -107,18 +107,24 @@ def child_load(name: str, first: bool) -> dict:
     return out
 
 
-def plain_forward(hf, ids, impl: str):
+def plain_forward(hf, ids, impl: str, sync=lambda: None):
     """A forward of the HF model with attention implementation `impl` ("eager", "sdpa"), no
-    attentions kept, logits for the last position only (as a trace computes them)."""
+    attentions kept, logits for the last position only (as a trace computes them). Returns
+    (wall, CPU) seconds of the forward alone: switching the implementation (20 ms a switch for
+    SmolLM2's 30 layers) is not the forward's time."""
     import torch
 
     from attnviz.engine.hooked.intercept import IMPL
 
-    def run() -> None:
+    def run() -> tuple[float, float]:
         hf.set_attn_implementation(impl)
         try:
             with torch.inference_mode():
+                sync()
+                t0, c0 = time.perf_counter(), time.process_time()
                 hf(ids, logits_to_keep=1)
+                sync()
+                return time.perf_counter() - t0, time.process_time() - c0
         finally:
             hf.set_attn_implementation(IMPL)
 
@@ -143,8 +149,8 @@ def child_speed(name: str, n: int, reps: int) -> dict:
 
     sides = {
         "trace": lambda: trace_model(model, text, max_length=n),
-        "eager": plain_forward(hf, ids, "eager"),
-        "sdpa": plain_forward(hf, ids, "sdpa"),
+        "eager": plain_forward(hf, ids, "eager", sync),
+        "sdpa": plain_forward(hf, ids, "sdpa", sync),
     }
     for fn in sides.values():  # warm-up (one-time set-up on each side)
         fn()
@@ -156,10 +162,12 @@ def child_speed(name: str, n: int, reps: int) -> dict:
         for side in names[rep % 3 :] + names[: rep % 3]:
             sync()
             t0, c0 = time.perf_counter(), time.process_time()
-            sides[side]()
+            inside = sides[side]()  # a plain forward times itself
             sync()
-            times[side].append(time.perf_counter() - t0)
-            cpu[side].append(time.process_time() - c0)
+            elapsed = (time.perf_counter() - t0, time.process_time() - c0)
+            wall, used = inside if isinstance(inside, tuple) else elapsed
+            times[side].append(wall)
+            cpu[side].append(used)
     out = {side: statistics.median(t) for side, t in times.items()}
     out |= {f"{side}_cpu": statistics.median(t) for side, t in cpu.items()}
     out["n"] = int(ids.shape[1])
@@ -277,7 +285,9 @@ def run(kind: str, *args: object) -> dict:
     return child(__file__, ["--child", kind, *map(str, args)], env)
 
 
-def report(name: str, quick: bool, only: str | None = None) -> None:
+def report(
+    name: str, quick: bool, only: str | None = None, sizes: tuple[int, ...] = (128, 4096)
+) -> None:
     from attnviz.engine.bundled import REGISTRY, gguf_path
 
     print(f"\n## {name}: {REGISTRY[name].about}")
@@ -294,7 +304,7 @@ def report(name: str, quick: bool, only: str | None = None) -> None:
     if only in (None, "load"):
         report_cached_load(name, quick)
     if only in (None, "speed"):
-        report_speed(name, quick)
+        report_speed(name, quick, sizes)
     if only is None:
         report_rest(name, quick)
 
@@ -315,10 +325,10 @@ def report_cached_load(name: str, quick: bool) -> None:
               f"budget: up to {cached[0]['default_tokens']:,} tokens")  # fmt: skip
 
 
-def report_speed(name: str, quick: bool) -> None:
+def report_speed(name: str, quick: bool, sizes: tuple[int, ...] = (128, 4096)) -> None:
     print("n | trace s | eager s | trace / eager | SDPA s | CPU time: trace / eager")
     for n, reps in ((128, 3 if quick else 7), (4096, 1)):
-        if quick and n > 128:
+        if (quick and n > 128) or n not in sizes:
             continue
         got = run("speed", name, n, reps)
         if "error" in got:
@@ -368,6 +378,7 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", choices=("load", "speed"), help="only that part's rows")
+    parser.add_argument("--sizes", default="128,4096", help="the speed rows' token counts")
     args, rest = parser.parse_known_args()
     if args.child:
         fn = CHILDREN[args.child]
@@ -382,7 +393,7 @@ def main() -> None:
           f"{os.cpu_count()} cores, one torch thread a process; load average "
           f"{os.getloadavg()[0]:.1f} at the start")  # fmt: skip
     for name in args.models.split(","):
-        report(name, args.quick, args.only)
+        report(name, args.quick, args.only, tuple(int(n) for n in args.sizes.split(",")))
 
 
 if __name__ == "__main__":
