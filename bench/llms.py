@@ -8,7 +8,10 @@ Every figure comes from a fresh process (one torch thread, as a classroom server
 - load, first: a temporary ATTNVIZ_HOME holding only a link to the fetched .gguf, so load_model
   converts (header check, sha256, dequantise, write the cache) and then loads; the process's wall
   time from start (imports included), load_model's own time and the peak RSS;
-- load, cached: the real cache; import time, load_model's time (median of 3 processes);
+- load, cached: the real cache, one fresh process per run (median of 3): the imports load_model
+  needs (torch, transformers), then load_model alone, each as wall and CPU time, the whole
+  process beside them, and the 1-minute load average when it ended (wall time on a shared
+  machine stretches with it; CPU time barely does);
 - speed: one process per n; trace_model against a plain eager forward of the same weights
   (attn_implementation "eager", no output_attentions, logits for the last position only, as the
   trace computes), reps interleaved, medians of wall time and of the process's CPU time (one
@@ -71,10 +74,10 @@ def _load(name: str):
 
 
 def child_load(name: str, first: bool) -> dict:
-    t0 = time.perf_counter()
-    import attnviz.engine.hooked  # noqa: F401  (torch and transformers)
+    t0, c0 = time.perf_counter(), time.process_time()
+    import attnviz.engine.hooked.loading  # noqa: F401  (torch and transformers' model classes)
 
-    imports = time.perf_counter() - t0
+    imports, imports_cpu = time.perf_counter() - t0, time.process_time() - c0
     home = None
     if first:  # an empty cache holding only the fetched file
         from attnviz.engine.bundled import gguf_path
@@ -88,6 +91,7 @@ def child_load(name: str, first: bool) -> dict:
     out = {"imports": imports, "load": time.perf_counter() - t1, "rss": peak_rss()}
     out |= {"total": time.perf_counter() - t0, "load_cpu": time.process_time() - c1}
     out["total_cpu"] = time.process_time()  # the whole process so far, imports included
+    out |= {"imports_cpu": imports_cpu, "loadavg": os.getloadavg()[0]}
     from attnviz.engine.budget import longest_input
 
     out["default_tokens"] = longest_input(model)
@@ -103,18 +107,24 @@ def child_load(name: str, first: bool) -> dict:
     return out
 
 
-def plain_forward(hf, ids, impl: str):
+def plain_forward(hf, ids, impl: str, sync=lambda: None):
     """A forward of the HF model with attention implementation `impl` ("eager", "sdpa"), no
-    attentions kept, logits for the last position only (as a trace computes them)."""
+    attentions kept, logits for the last position only (as a trace computes them). Returns
+    (wall, CPU) seconds of the forward alone: switching the implementation (20 ms a switch for
+    SmolLM2's 30 layers) is not the forward's time."""
     import torch
 
     from attnviz.engine.hooked.intercept import IMPL
 
-    def run() -> None:
+    def run() -> tuple[float, float]:
         hf.set_attn_implementation(impl)
         try:
             with torch.inference_mode():
+                sync()
+                t0, c0 = time.perf_counter(), time.process_time()
                 hf(ids, logits_to_keep=1)
+                sync()
+                return time.perf_counter() - t0, time.process_time() - c0
         finally:
             hf.set_attn_implementation(IMPL)
 
@@ -139,8 +149,8 @@ def child_speed(name: str, n: int, reps: int) -> dict:
 
     sides = {
         "trace": lambda: trace_model(model, text, max_length=n),
-        "eager": plain_forward(hf, ids, "eager"),
-        "sdpa": plain_forward(hf, ids, "sdpa"),
+        "eager": plain_forward(hf, ids, "eager", sync),
+        "sdpa": plain_forward(hf, ids, "sdpa", sync),
     }
     for fn in sides.values():  # warm-up (one-time set-up on each side)
         fn()
@@ -152,10 +162,12 @@ def child_speed(name: str, n: int, reps: int) -> dict:
         for side in names[rep % 3 :] + names[: rep % 3]:
             sync()
             t0, c0 = time.perf_counter(), time.process_time()
-            sides[side]()
+            inside = sides[side]()  # a plain forward times itself
             sync()
-            times[side].append(time.perf_counter() - t0)
-            cpu[side].append(time.process_time() - c0)
+            elapsed = (time.perf_counter() - t0, time.process_time() - c0)
+            wall, used = inside if isinstance(inside, tuple) else elapsed
+            times[side].append(wall)
+            cpu[side].append(used)
     out = {side: statistics.median(t) for side, t in times.items()}
     out |= {f"{side}_cpu": statistics.median(t) for side, t in cpu.items()}
     out["n"] = int(ids.shape[1])
@@ -273,34 +285,50 @@ def run(kind: str, *args: object) -> dict:
     return child(__file__, ["--child", kind, *map(str, args)], env)
 
 
-def report(name: str, quick: bool) -> None:
+def report(
+    name: str, quick: bool, only: str | None = None, sizes: tuple[int, ...] = (128, 4096)
+) -> None:
     from attnviz.engine.bundled import REGISTRY, gguf_path
 
     print(f"\n## {name}: {REGISTRY[name].about}")
     print(f"GGUF {gguf_path(name).stat().st_size / 2**20:.1f} MiB")
-    first = run("load", name, "first")
-    if "error" in first:
-        print("first load:", first["error"])
-    else:
-        print(f"load, first (converts): {first['load']:.1f} s in load_model "
-              f"({first['load_cpu']:.1f} s CPU), process {first['total']:.1f} s with imports; "
-              f"peak RSS {first['rss'] / 2**30:.2f} GiB; "
-              f"cache {first['cache_bytes'] / 2**20:.0f} MiB (float32)")  # fmt: skip
+    if only is None:
+        first = run("load", name, "first")
+        if "error" in first:
+            print("first load:", first["error"])
+        else:
+            print(f"load, first (converts): {first['load']:.1f} s in load_model "
+                  f"({first['load_cpu']:.1f} s CPU), process {first['total']:.1f} s with imports; "
+                  f"peak RSS {first['rss'] / 2**30:.2f} GiB; "
+                  f"cache {first['cache_bytes'] / 2**20:.0f} MiB (float32)")  # fmt: skip
+    if only in (None, "load"):
+        report_cached_load(name, quick)
+    if only in (None, "speed"):
+        report_speed(name, quick, sizes)
+    if only is None:
+        report_rest(name, quick)
+
+
+def report_cached_load(name: str, quick: bool) -> None:
     cached = [run("load", name, "cached") for _ in range(1 if quick else 3)]
     cached = [c for c in cached if "error" not in c] or cached
     if "error" in cached[0]:
         print("cached load:", cached[0]["error"])
     else:
-        keys = ("imports", "load", "total", "load_cpu", "total_cpu")
+        keys = ("imports", "imports_cpu", "load", "total", "load_cpu", "total_cpu", "loadavg")
         med = {k: statistics.median(c[k] for c in cached) for k in keys}
         print(f"load, cached (median of {len(cached)} fresh processes): load_model "
-              f"{med['load']:.2f} s ({med['load_cpu']:.2f} s CPU), imports {med['imports']:.2f} s, "
-              f"process {med['total']:.2f} s ({med['total_cpu']:.2f} s CPU); "
-              f"peak RSS {cached[0]['rss'] / 2**30:.2f} GiB; default budget: up to "
-              f"{cached[0]['default_tokens']:,} tokens")  # fmt: skip
+              f"{med['load']:.2f} s ({med['load_cpu']:.2f} s CPU) after imports (torch, "
+              f"transformers) {med['imports']:.2f} s ({med['imports_cpu']:.2f} s CPU); process "
+              f"{med['total']:.2f} s ({med['total_cpu']:.2f} s CPU); load average "
+              f"{med['loadavg']:.1f}; peak RSS {cached[0]['rss'] / 2**30:.2f} GiB; default "
+              f"budget: up to {cached[0]['default_tokens']:,} tokens")  # fmt: skip
+
+
+def report_speed(name: str, quick: bool, sizes: tuple[int, ...] = (128, 4096)) -> None:
     print("n | trace s | eager s | trace / eager | SDPA s | CPU time: trace / eager")
     for n, reps in ((128, 3 if quick else 7), (4096, 1)):
-        if quick and n > 128:
+        if (quick and n > 128) or n not in sizes:
             continue
         got = run("speed", name, n, reps)
         if "error" in got:
@@ -309,6 +337,9 @@ def report(name: str, quick: bool) -> None:
         print(f"{got['n']} | {got['trace']:.3f} | {got['eager']:.3f} | "
               f"{got['trace'] / got['eager']:.2f}x | {got['sdpa']:.3f} | "
               f"{got['trace_cpu'] / got['eager_cpu']:.2f}x", flush=True)  # fmt: skip
+
+
+def report_rest(name: str, quick: bool) -> None:
     if not quick:
         mem = {side: run("memory", name, 4096, side) for side in ("trace", "eager")}
         if all("error" not in m for m in mem.values()):
@@ -346,6 +377,8 @@ def main() -> None:
     parser.add_argument("--child", choices=sorted(CHILDREN))
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=("load", "speed"), help="only that part's rows")
+    parser.add_argument("--sizes", default="128,4096", help="the speed rows' token counts")
     args, rest = parser.parse_known_args()
     if args.child:
         fn = CHILDREN[args.child]
@@ -360,7 +393,7 @@ def main() -> None:
           f"{os.cpu_count()} cores, one torch thread a process; load average "
           f"{os.getloadavg()[0]:.1f} at the start")  # fmt: skip
     for name in args.models.split(","):
-        report(name, args.quick)
+        report(name, args.quick, args.only, tuple(int(n) for n in args.sizes.split(",")))
 
 
 if __name__ == "__main__":

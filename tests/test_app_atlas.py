@@ -137,9 +137,14 @@ def test_every_role_a_head_passes_is_shown():
     """The char model's L1H0 passes previous token and self on the English probes: the card
     lists both, the grid carries a dot of the further role, and the example follows the role
     picked (kept in the URL)."""
-    query = {"at_model": "attnviz-char-zh-en", "at_probes": "en", "at_layer": "1", "at_head": "0"}
+    query = {"at_pick": "attnviz-char-zh-en", "at_probes": "en", "at_layer": "1", "at_head": "0"}
     at = app(PAGE, query)
     assert not at.exception, at.exception
+    # the bundled-model picker of the Pretrained page, its facts below it
+    picker = at.selectbox(key="at_pick")
+    assert picker.value == "attnviz-char-zh-en"
+    assert all(any(o.startswith(m) for o in picker.options) for m in ("smollm2", "gemma-3"))
+    assert any("GPL-3.0-or-later" in c.value for c in at.sidebar.caption)
     assert at.subheader[0].value == "Layer 1, head 0: previous token · self"
     further = [tr for tr in _grid(at)["data"] if tr.get("legendgroup") == "self"]
     assert any(tr.get("hoverinfo") == "skip" and tr["x"] for tr in further)  # the dot
@@ -148,6 +153,7 @@ def test_every_role_a_head_passes_is_shown():
     at = app(PAGE, {**query, "at_role": "self"})
     example = json.loads(at.get("plotly_chart")[1].proto.spec)
     assert "“self”" in example["layout"]["title"]["text"]
+    assert _link(at)["query"]["pick"] == ["attnviz-char-zh-en"]  # the Pretrained page's picker
     i, k = (int(x) for x in _link(at)["query"]["mark"][0].split(","))
     assert i == k and i >= 1  # a self row, never the forced first one
     strongest = at.get("dataframe")[0].value  # the texts where "self" is strongest

@@ -110,6 +110,18 @@ def test_sharing_page_shows_a_real_models_grouping(folders) -> None:
     assert sum("kv head" in x for x in titles) == 2
 
 
+def test_sharing_page_picks_a_bundled_decoder() -> None:
+    """The lesson's MHA·MQA·GQA page offers the bundled decoders in a picker (none by default):
+    the char model's 8 query heads share 2 K/V heads."""
+    at = app("app_pages/sharing.py")
+    assert not at.exception and at.selectbox(key="sh_pick").value == ""
+    at = app("app_pages/sharing.py", query={"sh_pick": "attnviz-char-zh-en", "lang": "中文"})
+    assert not at.exception, at.exception
+    assert at.selectbox(key="sh_pick").value == "attnviz-char-zh-en"
+    assert any("8 个查询头共享 2 个 K/V 头" in m.value for m in at.markdown)
+    assert any("GPL-3.0-or-later" in c.value and "由 attnviz 训练" in c.value for c in at.caption)
+
+
 def test_sharing_page_starts_with_the_model_loaded_on_the_pretrained_page(folders) -> None:
     at = app(PAGE, query={"model": folders["mistral"], "device": "cpu"})
     assert not at.exception

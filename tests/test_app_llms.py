@@ -65,6 +65,10 @@ def test_a_registry_llm_not_installed_gets_the_command_that_installs_it(home, la
     decoders = [m.name for m in bundled_models() if m.kind == "decoder"]
     assert box.options == [f"{n} ({missing})" if n in REGISTRY else n for n in decoders]
     assert "Gemma Terms of Use" in page_text(at) and "attnviz models" in page_text(at)
+    package = markup.code(REGISTRY["gemma-3-270m"].packages[0])
+    chunks = translate("pick.source_chunks", code, package=package, n=4)
+    assert chunks in page_text(at)  # its source in the page's language
+    assert code == "en" or "chunk" not in page_text(at)
     assert at.text_area(key="g_prompt").value  # the prompt stays: nothing typed is lost
 
 

@@ -325,3 +325,51 @@ def test_gemma_tokenizer_labels_byte_fallback_pieces_as_characters(slices):
     assert raw[-3:] == ["<0xE9>", "<0xBE>", "<0x98>"]
     assert labels[-3:] == ["龘", CONTINUATION + "龘", CONTINUATION + "龘"]
     assert "".join(token_texts(tokenizer, ids)) == tokenizer.decode(ids)
+
+
+def test_a_changed_w_o_changes_the_kept_outputs_and_key_norms(slices):
+    """The block outputs the trace keeps are the model's own (caught from W_O), and the W_O Gram
+    matrices kept between traces are made again when W_O changes in place."""
+    from attnviz.engine.writes import f_norm_of
+
+    _, model, hf = slices("smollm2-135m")
+    w_o = hf.model.layers[1].self_attn.o_proj.weight
+    before = trace_model(model, TEXT)
+    kept = w_o.detach().clone()
+    with torch.no_grad():
+        w_o.mul_(2.0)
+    try:
+        after = trace_model(model, TEXT)
+    finally:
+        with torch.no_grad():
+            w_o.copy_(kept)
+    torch.testing.assert_close(after.layers[1].output, 2 * before.layers[1].output)
+    torch.testing.assert_close(f_norm_of(after.layers[1]), 2 * f_norm_of(before.layers[1]))
+    torch.testing.assert_close(f_norm_of(after.layers[0]), f_norm_of(before.layers[0]))
+    again = trace_model(model, TEXT)  # W_O restored: the first Gram matrices again
+    torch.testing.assert_close(f_norm_of(again.layers[1]), f_norm_of(before.layers[1]))
+
+
+def test_the_cached_tokenizer_reads_as_transformers_reads_it_and_copies_cheaply(slices):
+    """tokenizing.read skips transformers' Python pass over tokenizer.json and gets the same
+    tokenizer; call_copy's Rust tokenizer shares the vocabulary but not the settings."""
+    from transformers import AutoTokenizer
+
+    from attnviz.engine.hooked import tokenizing
+
+    folder = _installed_folder("smollm2-135m")
+    plain = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    read = tokenizing.read(str(folder), True)
+    for text in (*gguf_cache.TOKENIZER_PROBES, TEXT):
+        assert read(text)["input_ids"] == plain(text)["input_ids"]
+    python_side = [{k: v for k, v in vars(t).items() if k != "_tokenizer"} for t in (read, plain)]
+    assert python_side[0] == python_side[1]
+    assert read._tokenizer.to_str() == plain._tokenizer.to_str()
+    copy = tokenizing.call_copy(read)
+    assert copy._tokenizer is not read._tokenizer
+    assert copy._tokenizer.to_str() == read._tokenizer.to_str()
+    ids = copy(TEXT, truncation=True, max_length=5)["input_ids"]
+    assert ids == plain(TEXT)["input_ids"][:5]
+    assert copy._tokenizer.truncation is not None and read._tokenizer.truncation is None
+    copy.pad_token = "<|endoftext|>"
+    assert copy.pad_token != read.pad_token == plain.pad_token == "<|im_end|>"

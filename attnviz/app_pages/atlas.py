@@ -22,10 +22,11 @@ else:
     with st.sidebar:
         if public():  # a class server: only the allowlist, never a typed name or folder
             name = st.selectbox(t("bert.model_public"), allowed_models(), **url.bound("at_model"))
-        else:
-            name = st.text_input(
-                t("bert.model"), help=t("bert.model_help"), **url.bound("at_model")
-            )
+            models.public_facts(name)
+        else:  # a bundled model, or a name typed below it (as on the Pretrained page)
+            name = models.pick_model("at_pick", "at_model", t("pick.label"), t("pick.other"))
+    if models.not_installed(name.strip()):  # a registry LLM before `attnviz models`
+        st.stop()
     model = models.get_model(name.strip() or None, "auto")
     if model is None:
         st.stop()

@@ -25,15 +25,27 @@ import torch
 LayerTrace = Any
 
 
+def w_o_gram(w_o: torch.Tensor, n_heads: int, device: torch.device | str) -> torch.Tensor:
+    """W_h W_hᵀ for each head's rows W_h of `w_o` ([n_heads * d_head, d_model]), float32 on
+    `device`: [head, d_head, d_head]."""
+    w = w_o.detach().to(device, torch.float32).reshape(n_heads, w_o.shape[0] // n_heads, -1)
+    return w @ w.transpose(1, 2)  # [head, d_head, d_head]
+
+
 def key_norms(
-    v: torch.Tensor, w_o: torch.Tensor, n_heads: int, silenced: Iterable[int] = ()
+    v: torch.Tensor,
+    w_o: torch.Tensor,
+    n_heads: int,
+    silenced: Iterable[int] = (),
+    gram: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """||W_O^h v_j^h||_2 for every query head h and key j, float32 where v lives.
 
     v: [..., n_kv_heads, n_k, d_head] (not expanded; query head h uses K/V head
     h // (n_heads // n_kv_heads)); w_o: [n_heads * d_head, d_model], rows in the order of the
     concatenated heads (x @ w_o, as GPT-2's Conv1D stores it; an nn.Linear's weight transposed).
-    A silenced head sends nothing: its norms are 0. Returns [..., n_heads, n_k]."""
+    `gram`: w_o_gram(w_o, ...) when the caller keeps it (a model's weights do not change between
+    traces). A silenced head sends nothing: its norms are 0. Returns [..., n_heads, n_k]."""
     n_kv, d_head = v.shape[-3], v.shape[-1]
     if n_heads % n_kv or w_o.shape[0] != n_heads * d_head:
         raise ValueError(
@@ -44,8 +56,8 @@ def key_norms(
     # ||v W_h||² = v (W_h W_hᵀ) vᵀ: a d_head x d_head Gram matrix per head instead of projecting
     # every key to d_model (n·d_head² instead of n·d_head·d_model; within 3e-7 of the direct norm
     # on the bundled models, bench/writes.py --costs)
-    w = w_o.detach().to(v.device, torch.float32).reshape(n_heads, d_head, -1)  # [head, d, d_model]
-    gram = w @ w.transpose(1, 2)  # [head, d_head, d_head]
+    if gram is None:
+        gram = w_o_gram(w_o, n_heads, v.device)  # [head, d_head, d_head]
     vh = v.float().repeat_interleave(group, dim=-3) if group > 1 else v.float()  # [.., head, k, d]
     norms = ((vh @ gram) * vh).sum(-1).clamp_min_(0).sqrt_()  # [..., head, n_k]
     off = sorted(set(silenced))

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from attnviz.engine import roles
+from attnviz.engine.bundled import REGISTRY, TRAINED
 from attnviz.engine.hooked.families import DEFAULT_NAME
 from attnviz.engine.qkmap import qk_map as qk_points
 from attnviz.serve.public import allowed_models, public
@@ -116,7 +117,9 @@ def detail_link(
     cannot carry it: the key is bound to a widget)."""
     params = {"text": text, "view": "detail", "layer": layer, "head": head}
     params["mark"] = f"{mark[0]},{mark[1]}"
-    if model_name != DEFAULT_NAME:
+    if model_name in REGISTRY or model_name in TRAINED:
+        params["pick"] = model_name  # the Pretrained page's picker, as the Atlas had it
+    elif model_name != DEFAULT_NAME:
         params["model"] = model_name
     if part != "encoder":
         params["part"] = part

@@ -7,7 +7,7 @@ import streamlit as st
 import torch
 
 from attnviz.engine.budget import size
-from attnviz.engine.bundled import FETCH_COMMAND, BundledModel, bundled_models
+from attnviz.engine.bundled import FETCH_COMMAND, REGISTRY, TRAINED, BundledModel, bundled_models
 from attnviz.engine.hooked.families import DEFAULT_NAME
 from attnviz.engine.request import TraceRequest
 from attnviz.engine.trace import Trace
@@ -22,22 +22,31 @@ from attnviz.ui.widgets import follow_default, url_select
 DTYPES = ["float32", "bfloat16", "auto"]  # "auto": bfloat16 on a GPU, float32 on the CPU
 
 
-def pick_model(pick: str, typed: str, label: str, typed_label: str, kind: str | None = None):
+def pick_model(
+    pick: str,
+    typed: str,
+    label: str,
+    typed_label: str,
+    kind: str | None = None,
+    none: str | None = None,
+):
     """The model a page loads: a name typed in the box `typed` (a folder, a .gguf file or a Hub
     id) when there is one, else the bundled model chosen in the picker `pick` (both URL keys),
-    with what it is and its licence beside it. Returns the name ("" for the default encoder);
-    `not_installed` then says whether it is there."""
+    with what it is and its licence beside it. Returns the name ("" for the default encoder, or
+    for the option `none` labels first where a page may load no model); `not_installed` then
+    says whether it is there."""
     models = {m.name: m for m in bundled_models() if kind is None or m.kind == kind}
     default = url.default(pick, lang=lang())
     follow_default(pick, default)  # a page's default by language, until one is picked
     chosen = url_select(
-        st.selectbox, label, list(models), pick, default, format_func=_pick_label(models),
-        help=t("pick.help", command=FETCH_COMMAND),
+        st.selectbox, label, [""] * (none is not None) + list(models), pick, default,
+        format_func=_pick_label(models, none), help=t("pick.help", command=FETCH_COMMAND),
     )  # fmt: skip
     name = st.text_input(typed_label, help=t("bert.model_help"), **url.bound(typed)).strip()
     if name:
         return name
-    st.caption(facts(models[chosen]))
+    if chosen in models:
+        st.caption(facts(models[chosen]))
     return "" if chosen == DEFAULT_NAME else chosen
 
 
@@ -58,13 +67,15 @@ def not_installed(name: str) -> bool:
     return True
 
 
-def _pick_label(models: dict[str, BundledModel]):
-    """The picker's format_func: a name, marked when it is not installed (over the names and
-    flags only: a widget keeps its format_func with the session)."""
+def _pick_label(models: dict[str, BundledModel], none: str | None = None):
+    """The picker's format_func: a name, marked when it is not installed, and `none` for ""
+    (over the names and flags only: a widget keeps its format_func with the session)."""
     missing = {name for name, m in models.items() if not m.installed}
     mark = t("pick.not_installed")
 
     def label(name: str) -> str:
+        if name == "":
+            return none or ""
         short = name.rsplit("/", 1)[-1]  # all-MiniLM-L6-v2, not its Hub owner
         return f"{short} ({mark})" if name in missing else short
 
@@ -80,8 +91,21 @@ def facts(model: BundledModel) -> str:
         params=f"{model.parameters / 1e6:.0f}M" if model.parameters else "?",
         size=size(model.size_bytes),
         licence=markup.code(model.licence),  # names, as written: "Gemma Terms of Use"
-        source=markup.code(model.source),
+        source=_source(model),
     )
+
+
+def _source(model: BundledModel) -> str:
+    """Where a bundled model comes from, in the page's language (package names as code)."""
+    found = REGISTRY.get(model.name)
+    if found is not None and len(found.packages) > 1:  # Gemma: a package and its chunk packages
+        package = markup.code(found.packages[0])
+        return t("pick.source_chunks", package=package, n=len(found.packages) - 1)
+    if model.name in TRAINED:
+        return t("pick.source_trained", script=markup.code("scripts/make_models.py"))
+    if model.source.startswith("PyPI: "):
+        return t("pick.source_pypi", package=markup.code(model.source.removeprefix("PyPI: ")))
+    return markup.code(model.source)
 
 
 def devices() -> list[str]:

@@ -112,11 +112,17 @@ def grouping_section(text: str) -> None:
     from attnviz.ui import models
 
     st.subheader(t("pm.gqa_title"))
-    if "sh_model" not in st.session_state and not url.present("sh_model"):
-        st.session_state["sh_model"] = st.session_state.get(LAST_MODEL, "")
-    name = st.text_input(t("pm.gqa_model"), help=t("pm.gqa_model_help"), **url.bound("sh_model"))
+    fresh = not any(k in st.session_state or url.present(k) for k in ("sh_pick", "sh_model"))
+    if fresh:  # the last model with shared K/V loaded on the Pretrained page: picked, or typed
+        last = st.session_state.get(LAST_MODEL, "")
+        st.session_state["sh_pick" if last in url.key("sh_pick").options else "sh_model"] = last
+    name = models.pick_model(
+        "sh_pick", "sh_model", t("pm.gqa_pick"), t("pm.gqa_model"), "decoder", t("pm.gqa_no")
+    )
     if not name.strip():
         st.caption(t("pm.gqa_none"))
+        return
+    if models.not_installed(name.strip()):  # a registry LLM before `attnviz models`
         return
     model = models.get_model(name.strip(), "auto")
     if model is None:

@@ -52,6 +52,7 @@ def _view_default(page: str) -> str:
 _PICKS = (DEFAULT_NAME, "smollm2-135m", TRAINED_DECODER, "gemma-3-270m")
 _DECODER_PICKS = ("gemma-3-270m", "smollm2-135m", TRAINED_DECODER)
 _DECODER_BY_LANG = {"en": "smollm2-135m", "zh": "gemma-3-270m"}
+_SHARING_PICKS = ("smollm2-135m", TRAINED_DECODER, "gemma-3-270m")  # a test's other: the small one
 
 
 def _first_decoder(lang: str = "en") -> str:
@@ -117,7 +118,10 @@ TABLE = (
         ("induction", "duplicate_token", "previous_token", "self", "punctuation", "special",
          "first_token", "broad"),
         doc="the role whose example is shown (default: the head's first)"),
-    Key("at_model", ("atlas",), "text", "", doc="Hub id or folder; empty: the bundled model"),
+    Key("at_pick", ("atlas",), "choice", DEFAULT_NAME, "value", _PICKS,
+        doc="a bundled model (as `pick`); a name in `at_model` goes first"),
+    Key("at_model", ("atlas",), "text", "",
+        doc="a folder, .gguf file or Hub id; empty: the model of `at_pick`"),
     Key("at_probes", ("atlas",), "choice", "auto", "value", ("auto", "en", "zh", "both"),
         doc="the probe set (auto: the UI's language, English where Chinese would be [UNK])"),
     Key("at_texts", ("atlas",), "text", "", doc="the user's own texts, one a line"),
@@ -186,7 +190,10 @@ TABLE = (
     Key("sh_d", ("sharing",), "choice", 512, "value", (64, 128, 256, 512, 1024)),
     Key("sh_h", ("sharing",), "choice", 8, "value", (1, 2, 4, 8, 16)),
     Key("sh_kv", ("sharing",), "int", lambda heads: 4 if heads >= 4 else 1, "value", lo=1, hi=16),
-    Key("sh_model", ("sharing",), "text", "", doc="a real model whose K/V grouping to show"),
+    Key("sh_pick", ("sharing",), "choice", "", "value", ("", *_SHARING_PICKS),
+        doc="a bundled decoder whose K/V grouping to show (empty: none; `sh_model` goes first)"),
+    Key("sh_model", ("sharing",), "text", "",
+        doc="a real model whose K/V grouping to show: folder, .gguf file or Hub id"),
     Key("po_a", ("positions",), "text", "狗咬人"),
     Key("po_b", ("positions",), "text", "人咬狗"),
     Key("po_delta", ("positions",), "int", 2, lo=-4, hi=4),

@@ -134,7 +134,7 @@ def test_stop_button_stops_measuring_and_measure_again_finishes(page) -> None:
 def test_every_role_of_a_decoder_head(page, lang, expect) -> None:
     """The char model's L1H0 passes two roles: both named, the further one a dot on the grid;
     the texts where it is strongest below its example. Shot at both sizes."""
-    page.open(f"atlas?lang={lang}&at_model=attnviz-char-zh-en&at_probes=en&at_layer=1&at_head=0")
+    page.open(f"atlas?lang={lang}&at_pick=attnviz-char-zh-en&at_probes=en&at_layer=1&at_head=0")
     page.wait_count(CHART, 2, timeout=180, at_least=True)
     page.settle()
     for _ in page.sizes():

@@ -7,8 +7,11 @@ many threads at once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import torch
@@ -31,6 +34,39 @@ class Recording:
     # id(attention module) -> its layer number in `layers` and `Knobs.ablate`; modules not in it use
     # their own `layer_idx` (an encoder-decoder numbers encoder, decoder and cross blocks apart).
     blocks: dict[int, int] = field(default_factory=dict)
+    # id(W_O module) -> its output [batch, q, d_model], caught while this recording is `active`
+    outputs: dict[int, torch.Tensor] = field(default_factory=dict)
+
+
+# The recording of the forward running in this thread (or context), for the W_O hooks.
+_ACTIVE: ContextVar[Recording | None] = ContextVar("attnviz_recording", default=None)
+
+
+@contextmanager
+def active(record: Recording) -> Iterator[Recording]:
+    """Within the block, the W_O modules hooked by `catch_outputs` keep their outputs in
+    `record.outputs` (this thread's forward only: a ContextVar, nothing on the model)."""
+    token = _ACTIVE.set(record)
+    try:
+        yield record
+    finally:
+        _ACTIVE.reset(token)
+
+
+def catch_outputs(w_o_modules: Iterable[torch.nn.Module]) -> None:
+    """Hook each W_O module once (for good: the hook does nothing outside `active`), so a trace
+    keeps the block outputs the model computed instead of projecting z through W_O again (a
+    tenth of a decoder's trace at 128 tokens)."""
+    for module in w_o_modules:
+        if not getattr(module, "_attnviz_catches", False):
+            module.register_forward_hook(_catch)
+            module._attnviz_catches = True
+
+
+def _catch(module: torch.nn.Module, args: Any, output: Any) -> None:
+    record = _ACTIVE.get()
+    if record is not None and isinstance(output, torch.Tensor):
+        record.outputs[id(module)] = output
 
 
 @dataclass(frozen=True)
@@ -47,7 +83,12 @@ class DeferredMask:
         return (a["batch_size"], 1, a["q_length"], a["kv_length"])
 
     def tensor(self) -> torch.Tensor | None:
-        """bool [batch, 1, q, k], True = may attend (transformers' own sdpa_mask)."""
+        """bool [batch, 1, q, k], True = may attend (transformers' own sdpa_mask); built once,
+        for every layer this mask is given to."""
+        return self._tensor
+
+    @cached_property
+    def _tensor(self) -> torch.Tensor | None:
         return sdpa_mask(**self.args, allow_is_causal_skip=False)
 
     def rule(self, causal: bool, window: int | None) -> MaskRule | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import importlib.util
 import os
 import threading
@@ -25,7 +24,7 @@ from attnviz.engine import validate
 from attnviz.engine.budget import budget
 from attnviz.engine.budget import size as size_text
 from attnviz.engine.bundled import trained_folder
-from attnviz.engine.hooked import gguf_cache
+from attnviz.engine.hooked import gguf_cache, tokenizing
 from attnviz.engine.hooked.families import (
     BERT_FAMILY,
     BLOCK_PATHS,
@@ -35,7 +34,7 @@ from attnviz.engine.hooked.families import (
     ROBERTA_POSITIONS,
     UNSUPPORTED,
 )
-from attnviz.engine.hooked.intercept import IMPL
+from attnviz.engine.hooked.intercept import IMPL, catch_outputs
 from attnviz.i18n import Message
 
 HUB_TIMEOUT_S = 5.0
@@ -88,7 +87,7 @@ class LoadedModel:
 
     def __post_init__(self) -> None:
         if self.call_tokenizer is None:
-            object.__setattr__(self, "call_tokenizer", copy.deepcopy(self.tokenizer))
+            object.__setattr__(self, "call_tokenizer", tokenizing.call_copy(self.tokenizer))
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -352,7 +351,7 @@ def load_model(
     kind = KINDS[config.model_type]
     try:
         _say(progress, Message("load.tokenizer", name=label))
-        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+        tokenizer = tokenizing.read(source, local_only)
         _say(progress, Message("load.weights", name=label))
         model = AUTO_CLASSES[kind].from_pretrained(
             source,
@@ -377,7 +376,8 @@ def _loaded(model: Any, tokenizer: Any, label: str, dev: torch.device) -> Loaded
         blocks = _blocks(model, config.model_type, config)
     except (AttributeError, TypeError) as e:
         raise ValueError(f"{label!r} is not built like a {config.model_type} model: {e}") from e
-    call_tokenizer = copy.deepcopy(tokenizer)
+    catch_outputs(b.w_o for b in blocks)  # hooked here, while no forward runs (tracing: why)
+    call_tokenizer = tokenizing.call_copy(tokenizer)
     call_tokenizer.padding_side = "right"  # positions count from the first token
     if call_tokenizer.pad_token is None:  # GPT-2 and Llama tokenizers have none
         call_tokenizer.pad_token = call_tokenizer.eos_token or call_tokenizer.unk_token

@@ -10,6 +10,7 @@ This is what direct logit attribution needs (engine/lens.py).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from functools import reduce
 from typing import Any
@@ -18,6 +19,7 @@ import torch
 
 from attnviz.engine.hooked.families import BLOCK_PATHS, CROSS, DECODER
 from attnviz.engine.hooked.loading import LoadedModel
+from attnviz.engine.writes import w_o_gram
 
 # The norm some families apply to an attention block's output before adding it to the residual
 # stream (Llama's "post_attention_layernorm" is its pre-MLP norm instead: not listed).
@@ -36,6 +38,26 @@ def w_o_matrix(block: Any) -> torch.Tensor:
     """A block's output projection as [n_heads * d_head, d_model] (concat(z) @ it), as stored."""
     w_o = block.w_o
     return w_o.weight if type(w_o).__name__ == "Conv1D" else w_o.weight.t()
+
+
+# id(W_O weight) -> (a weak reference to it, (its storage, version, device), the heads' Gram
+# matrices): computed once per weight, kept until it changes (in place or replaced) or is freed.
+_GRAMS: dict[int, tuple[weakref.ref, tuple, torch.Tensor]] = {}
+
+
+def w_o_gram_of(block: Any, device: torch.device) -> torch.Tensor:
+    """The block's writes.w_o_gram [head, d_head, d_head] on `device`, kept between traces (it
+    costs as much as projecting every key through W_O: a twentieth of a decoder's trace at 128
+    tokens)."""
+    weight = block.w_o.weight
+    stamp = (weight.data_ptr(), weight._version, str(device))
+    kept = _GRAMS.get(id(weight))
+    if kept is not None and kept[0]() is weight and kept[1] == stamp:
+        return kept[2]
+    gram = w_o_gram(w_o_matrix(block), block.n_heads, device)  # [head, d_head, d_head]
+    key = id(weight)
+    _GRAMS[key] = (weakref.ref(weight, lambda _, key=key: _GRAMS.pop(key, None)), stamp, gram)
+    return gram
 
 
 def w_o_bias(block: Any) -> torch.Tensor | None:

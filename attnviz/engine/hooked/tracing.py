@@ -24,7 +24,7 @@ from attnviz.engine.budget import (
 from attnviz.engine.errors import EmptyInput
 from attnviz.engine.hooked.encoding import collate, special_positions
 from attnviz.engine.hooked.families import CROSS, DECODER, POST_LN
-from attnviz.engine.hooked.intercept import Recording
+from attnviz.engine.hooked.intercept import Recording, active, catch_outputs
 from attnviz.engine.hooked.labels import token_labels
 from attnviz.engine.hooked.loading import LoadedModel
 from attnviz.engine.hooked.preparing import (
@@ -36,7 +36,7 @@ from attnviz.engine.hooked.preparing import (
     may_share,
     prepare,
 )
-from attnviz.engine.hooked.readout import w_o_matrix
+from attnviz.engine.hooked.readout import w_o_gram_of, w_o_matrix
 from attnviz.engine.lean import lean_scores, lean_weights
 from attnviz.engine.request import Knobs, TraceRequest
 from attnviz.engine.trace import LayerTrace, Trace
@@ -181,13 +181,15 @@ def _run(model: LoadedModel, forward: _Forward) -> list[Trace]:
     if dec is not None:
         inputs["decoder_input_ids"] = dec["input_ids"].to(dev)
         inputs["decoder_attention_mask"] = dec["attention_mask"].to(dev)
+    catch_outputs(b.w_o for b in model.blocks)
     with torch.inference_mode():
-        out = model.model(
-            **inputs,
-            output_hidden_states=model.kind != "encoder" or model.model_type in POST_LN,
-            attnviz_knobs=knobs,
-            attnviz_record=record,
-        )
+        with active(record):
+            out = model.model(
+                **inputs,
+                output_hidden_states=model.kind != "encoder" or model.model_type in POST_LN,
+                attnviz_knobs=knobs,
+                attnviz_record=record,
+            )
         if model.kind == "encoder":
             hidden = out.last_hidden_state  # [batch, n, d_model]
         elif model.kind == "decoder":
@@ -196,11 +198,12 @@ def _run(model: LoadedModel, forward: _Forward) -> list[Trace]:
             hidden = out.encoder_last_hidden_state  # [batch, n, d_model]
         keep = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # [batch, n, 1]
         embedding = (hidden * keep).sum(1) / keep.sum(1).clamp_min(1e-9)  # [batch, d_model]
-        outputs = [_w_o(block, record.layers[i]["z"]) for i, block in enumerate(model.blocks)]
+        outputs = [_output(block, record, i) for i, block in enumerate(model.blocks)]
         for i, block in enumerate(model.blocks):  # what each key sends through each head
             rec = record.layers[i]
+            gram = w_o_gram_of(block, rec["v"].device)  # [head, d_head, d_head]
             rec["f_norm"] = key_norms(
-                rec["v"], w_o_matrix(block), block.n_heads, knobs.heads_off(i)
+                rec["v"], w_o_matrix(block), block.n_heads, knobs.heads_off(i), gram
             )
         dec_hidden = dec_embedding = None
         if dec is not None:
@@ -356,6 +359,16 @@ def _layer_traces(
 def _first(model: LoadedModel, part: str) -> int:
     """The layer number (as in `ablate`) of the first block of a part."""
     return next(i for i, b in enumerate(model.blocks) if b.part == part)
+
+
+def _output(block, record: Recording, i: int) -> torch.Tensor:
+    """Block i's output [batch, n, d_model]: what its W_O module gave in this forward, else
+    concat(z) projected again."""
+    z = record.layers[i]["z"]  # [batch, head, n, d_head]
+    caught = record.outputs.get(id(block.w_o))
+    if caught is not None and caught.shape[:2] == (z.shape[0], z.shape[2]):
+        return caught
+    return _w_o(block, z)
 
 
 def _w_o(block, z: torch.Tensor) -> torch.Tensor:
