@@ -4,8 +4,8 @@ other, one line per query -> key pair with opacity by weight, several heads over
 Lines are one trace per head and opacity band, each a single polyline broken by NaN gaps (float32
 typed arrays), so 512 tokens x several heads stay cheap to send. Up to SVG_LINES lines they are
 SVG (go.Scatter), past it WebGL (go.Scattergl): a browser without a GPU emulates WebGL in software,
-where its context alone took seconds (697 lines at 512 tokens: 6-7 s to draw as WebGL, 0.5-0.8 s
-as SVG, headless Chromium at load ~10), while SVG grows with the lines (14,691: 7 s).
+where its context alone took seconds (plotly.js alone in headless Chromium, load 6-14: 697 lines
+at 512 tokens drew in 6-7 s as WebGL, 0.5-0.8 s as SVG; SVG grows with the lines, 14,691: 7 s).
 No streamlit here.
 """
 
