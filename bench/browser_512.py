@@ -13,7 +13,12 @@ QUIET_S; the time is taken at the last change, not at the end of the quiet. A li
 session (the trace is cached by then, except for the first open); a control change is a key press
 on a slider. The JSON export is built in this process from the same 512-token trace
 (attnviz.views.export.to_json) after the server has stopped, and once in the browser (click ->
-file saved). The CPU is shared: the 1-minute load average is printed beside every row.
+file saved). The CPU is shared: the 1-minute load average is printed beside every row, and
+beside it what load does not distort: the server's CPU seconds (user + system of its process),
+the bytes its websocket sent, and the browser's CPU seconds (every Chromium process under this
+one: renderer, GPU (software WebGL), browser; a process that ends within a row is not counted).
+--only picks rows (e.g. --only lines,pg_open); --profile NAME prints the browser's JavaScript
+functions by self time (CDP Profiler) over that row's measures.
 """
 
 from __future__ import annotations
@@ -117,8 +122,30 @@ def make_run_command(port: int) -> str:
     return lines[-1]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def chromium_cpu() -> dict[int, float]:
+    """CPU seconds so far of every Chromium process started under this one, by pid."""
+    import psutil
+
+    out = {}
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if "chrom" in proc.name():
+                times = proc.cpu_times()
+                out[proc.pid] = times.user + times.system
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
 class Browser:
-    """One Chromium tab and the waits above; each measure returns seconds."""
+    """One Chromium tab and the waits above; each measure returns seconds. It counts the bytes
+    the server's websocket sends."""
 
     def __init__(self, playwright, base: str) -> None:
         self.base = base
@@ -128,6 +155,23 @@ class Browser:
         )
         self.context.add_init_script(WATCH)
         self.page = self.context.new_page()
+        self.received = 0  # websocket bytes from the server, all sockets of the tab
+        self.page.on("websocket", self._socket)
+        self.cdp = self.context.new_cdp_session(self.page)
+
+    def _socket(self, ws) -> None:
+        def frame(payload) -> None:
+            self.received += len(payload)
+
+        ws.on("framereceived", frame)
+
+    def profile_start(self) -> None:
+        self.cdp.send("Profiler.enable")
+        self.cdp.send("Profiler.setSamplingInterval", {"interval": 200})
+        self.cdp.send("Profiler.start")
+
+    def profile_stop(self) -> dict:
+        return self.cdp.send("Profiler.stop")["profile"]
 
     def drawn(self, t0: float, charts: int) -> float:
         self.page.wait_for_function(
@@ -172,8 +216,31 @@ def link(page: str, **params) -> str:
     return f"{page}?{urllib.parse.urlencode(params)}"
 
 
+def top_functions(profiles: list[dict], n: int = 25) -> list[str]:
+    """The JavaScript functions of CDP profiles by self time, heaviest first, as table rows."""
+    self_us: dict[tuple, float] = {}
+    total = 0.0
+    for prof in profiles:
+        nodes = {node["id"]: node for node in prof["nodes"]}
+        deltas = prof["timeDeltas"]
+        for sample, dt in zip(prof["samples"], deltas, strict=True):
+            frame = nodes[sample]["callFrame"]
+            where = frame["url"].rsplit("/", 1)[-1][:40]
+            name = (frame["functionName"] or "(anonymous)", where, frame["lineNumber"])
+            self_us[name] = self_us.get(name, 0.0) + dt
+            total += dt
+    rows = sorted(self_us.items(), key=lambda kv: -kv[1])[:n]
+    return [
+        f"| {f} | {w}:{line} | {us / 1e6:.3f} | {us / total:.1%} |" for (f, w, line), us in rows
+    ]
+
+
 def browser_rows(
-    reps: int, export: bool, shots: Path | None
+    reps: int,
+    export: bool,
+    shots: Path | None,
+    only: set[str] | None = None,
+    profile: str | None = None,
 ) -> tuple[dict[str, list], dict[str, float], dict]:
     from playwright.sync_api import sync_playwright
 
@@ -190,9 +257,25 @@ def browser_rows(
     times: dict[str, list] = {}
     loads: dict[str, float] = {}
     counts: dict[str, int] = {}
+    costs: dict[str, list] = {}  # name: [(server CPU s, websocket bytes, browser CPU s)]
+    profiles: list[dict] = []
+    mark: list = []
+
+    def start(b: Browser, name: str) -> bool:
+        if only is not None and name not in only and name != "first":
+            return False
+        mark[:] = [cpu_seconds(server.pid), b.received, chromium_cpu()]
+        if name == profile:
+            b.profile_start()
+        return True
 
     def note(name: str, seconds: float, b: Browser) -> None:
+        cpu, got, chrome = cpu_seconds(server.pid), b.received, chromium_cpu()
+        busy = sum(s - mark[2].get(pid, 0.0) for pid, s in chrome.items())
+        if name == profile:
+            profiles.append(b.profile_stop())
         times.setdefault(name, []).append(seconds)
+        costs.setdefault(name, []).append((cpu - mark[0], got - mark[1], busy))
         loads[name] = load()
         counts[name] = b.charts()
         if shots is not None:  # what "drawn" looked like, after the clock stopped
@@ -206,18 +289,33 @@ def browser_rows(
             raise RuntimeError(f"the server did not start: see {log.name}")
         with sync_playwright() as p:
             b = Browser(p, base)
+            start(b, "first")
             note("first", b.open(link("bert", text=bert), 1), b)
+            opens = {
+                "overview": (link("bert", text=bert), 1),
+                "heads": (link("bert", text=bert, view="heads"), 12),
+                "lines": (link("bert", text=bert, view="lines"), 1),
+                "detail": (link("bert", text=bert, view="detail"), 3),
+                "query": (link("bert", text=bert, view="query", query=10), 1),
+                "rollout": (link("bert", text=bert, view="rollout", query=10), 1),
+                "pg_open": (link("", text=playground, layers=2), 4),
+            }
+            presses = {  # a control change on the page just opened: (slider, key, charts)
+                "heads": ("heads_layer", "Layer", "ArrowRight", 12),
+                "detail": ("detail_head", "Head", "ArrowRight", 3),
+                "pg_open": ("pg_layer", "Layer", "ArrowRight", 4),
+            }
             for _ in range(reps):
-                note("overview", b.open(link("bert", text=bert), 1), b)
-                note("heads", b.open(link("bert", text=bert, view="heads"), 12), b)
-                note("heads_layer", b.press("Layer", "ArrowRight", 12), b)
-                note("lines", b.open(link("bert", text=bert, view="lines"), 1), b)
-                note("detail", b.open(link("bert", text=bert, view="detail"), 3), b)
-                note("detail_head", b.press("Head", "ArrowRight", 3), b)
-                note("query", b.open(link("bert", text=bert, view="query", query=10), 1), b)
-                note("rollout", b.open(link("bert", text=bert, view="rollout", query=10), 1), b)
-                note("pg_open", b.open(link("", text=playground, layers=2), 4), b)
-                note("pg_layer", b.press("Layer", "ArrowRight", 4), b)
+                for name, (path, charts) in opens.items():
+                    press = presses.get(name)
+                    wanted = start(b, name)
+                    if not wanted and not (press and start(b, press[0])):
+                        continue
+                    seconds = b.open(path, charts)
+                    if wanted:
+                        note(name, seconds, b)
+                    if press and start(b, press[0]):
+                        note(press[0], b.press(*press[1:]), b)
             if export:
                 b.open(link("bert", text=bert), 1)
                 seconds, size = b.download("JSON")
@@ -229,7 +327,11 @@ def browser_rows(
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
         log.close()
-    return times, loads, counts
+    if profiles:
+        print(f"The browser's JavaScript by self time over {len(profiles)} x {profile}:")
+        print("| function | script:line | self s | share |\n|---|---|---|---|")
+        print("\n".join(top_functions(profiles)))
+    return times, loads, counts, costs
 
 
 def export_row() -> tuple[float, int, float]:
@@ -251,18 +353,26 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3, help="measurements of each warm row")
     ap.add_argument("--no-export", action="store_true", help="skip both export rows")
     ap.add_argument("--shots", type=Path, help="a folder for a screenshot after each measure")
+    ap.add_argument("--only", help="comma-separated rows to measure (the first open always)")
+    ap.add_argument("--profile", help="a row whose browser JavaScript to profile")
     args = ap.parse_args()
+    only = set(args.only.split(",")) if args.only else None
     before = os.getloadavg()
     commit = subprocess.run(
         ["git", "log", "-1", "--format=%h %cs"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
-    times, loads, counts = browser_rows(args.reps, not args.no_export, args.shots)
+    times, loads, counts, costs = browser_rows(
+        args.reps, not args.no_export, args.shots, only, args.profile
+    )
     if not args.no_export:
         took, size, at = export_row()
     print(f"attnviz {commit}; {N} tokens; Chromium 1920x1080; the server as `make run` starts it")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in before)}")
-    print("| what | issue (f1fc8e8) | now: median s | min | max | n | charts | load (1 min) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| what | issue (f1fc8e8) | now: median s | min | max | n | charts | load (1 min) "
+        "| server CPU s | websocket KB | browser CPU s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, ts in times.items():
         if name == "export_browser":
             print(
@@ -270,9 +380,11 @@ def main() -> None:
                 f"{counts[name]:,} B | {loads[name]:.2f} |"
             )
             continue
+        cpu, got, busy = (statistics.median(c) for c in zip(*costs[name], strict=True))
         print(
             f"| {LABELS[name]} | {ISSUE[name]} | {statistics.median(ts):.2f} | {min(ts):.2f} | "
-            f"{max(ts):.2f} | {len(ts)} | {counts[name]} | {loads[name]:.2f} |"
+            f"{max(ts):.2f} | {len(ts)} | {counts[name]} | {loads[name]:.2f} | {cpu:.2f} | "
+            f"{got / 1000:,.0f} | {busy:.2f} |"
         )
     if not args.no_export:
         print(f"| {LABELS['export']} | {ISSUE['export']} | {size:,} B / {took:.2f} s | | | 1 | | "

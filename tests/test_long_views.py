@@ -13,7 +13,14 @@ import torch
 from attnviz import StackConfig, rollout, trace_text
 from attnviz.views import charts, images
 from attnviz.views.colour import SCALES, colour_scale
-from attnviz.views.lines import LinesLook, LinesPick, is_cjk, lines_figure, select_lines
+from attnviz.views.lines import (
+    SVG_LINES,
+    LinesLook,
+    LinesPick,
+    is_cjk,
+    lines_figure,
+    select_lines,
+)
 from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
 from tests.apphelpers import app, decode, heatmap_specs, image_pixels, specs
 
@@ -133,20 +140,35 @@ def test_masked_pairs_are_never_drawn() -> None:
         assert (k <= q).all()  # causal: no line to a later key
 
 
-def test_lines_figure_is_webgl_escaped_and_counts_its_lines() -> None:
+def test_lines_figure_is_svg_escaped_and_counts_its_lines() -> None:
     w = spread_weights(300)
     tokens = ["<b>bold</b>"] + [f"t{i}" for i in range(299)]
     fig = lines_figure(w, (tokens, tokens), None, LinesPick((0, 1), 0.01, ("q", 0)))
-    gl = [t for t in fig.data if t.type == "scattergl" and t.showlegend is False]  # the lines
-    assert gl and {t.legendgroup for t in gl} == {"0", "1"}
-    legend = [t.name for t in fig.data if t.type == "scattergl" and t.showlegend is not False]
+    lines = [t for t in fig.data if t.mode == "lines" and t.showlegend is False]
+    assert lines and {t.type for t in lines} == {"scatter"}  # SVG: no software WebGL
+    assert {t.legendgroup for t in lines} == {"0", "1"}
+    legend = [t.name for t in fig.data if t.mode == "lines" and t.showlegend is not False]
     assert legend == ["head 0", "head 1"]
     expected = int((w[:, 0] >= 0.01).sum())
-    assert fig.layout.meta["lines"] == expected == sum(int(np.isnan(t.x).sum()) for t in gl)
-    markers = [t for t in fig.data if t.type == "scatter"]
+    assert fig.layout.meta["lines"] == expected == sum(int(np.isnan(t.x).sum()) for t in lines)
+    markers = [t for t in fig.data if t.mode != "lines"]
     assert len(markers) == 2 and len(markers[0].x) == 300
+    assert {t.type for t in markers} == {"scatter"}
     assert "<b>bold" not in json.dumps([list(m.customdata[0]) for m in markers])
     assert markers[0].customdata[0][2] == "&lt;b&gt;bold&lt;/b&gt;"
+
+
+def test_lines_figure_past_svg_lines_is_webgl() -> None:
+    w = spread_weights(300)
+    tokens = [f"t{i}" for i in range(300)]
+    fig = lines_figure(w, (tokens, tokens), None, LinesPick((0, 1), 0.0))
+    assert fig.layout.meta["lines"] > SVG_LINES
+    lines = [t for t in fig.data if t.mode == "lines"]
+    assert {t.type for t in lines} == {"scattergl"}
+    assert (
+        sum(int(np.isnan(t.x).sum()) for t in lines if t.showlegend is False)
+        == (fig.layout.meta["lines"])
+    )
 
 
 def test_lines_figure_for_cross_attention_and_two_rows() -> None:
@@ -154,7 +176,7 @@ def test_lines_figure_for_cross_attention_and_two_rows() -> None:
     lt = trace.layers[0]
     tokens = (trace.tokens, trace.key_tokens)
     fig = lines_figure(lt.weights, tokens, None, LinesPick((0,)), LinesLook(rows=True))
-    q_marks, k_marks = [t for t in fig.data if t.type == "scatter"]
+    q_marks, k_marks = [t for t in fig.data if t.mode == "markers+text"]
     assert len(q_marks.x) == len(trace.tokens) and len(k_marks.x) == len(trace.key_tokens)
     assert set(q_marks.y) == {1.0} and set(k_marks.y) == {0.0}  # queries on top, keys below
     with pytest.raises(ValueError, match="at least one head"):
@@ -173,7 +195,7 @@ def test_lines_view_on_the_playground_draws_and_focuses() -> None:
     at = app(query={"view": "lines", "layers": "2", "lines_w": "0.0"})
     assert not at.exception, at.exception
     spec = specs(at)[0]
-    assert any(d["type"] == "scattergl" for d in spec["data"])
+    assert any(d["type"] == "scatter" and d["mode"] == "lines" for d in spec["data"])  # SVG lines
     everything = spec["layout"]["meta"]["lines"]
     at.selectbox(key="lines_focus").set_value("q3").run()
     assert not at.exception
@@ -183,7 +205,7 @@ def test_lines_view_on_the_playground_draws_and_focuses() -> None:
 def test_lines_view_with_two_sentences_on_the_playground() -> None:
     at = app(query={"view": "lines", "pair": "It was very tired."})
     assert not at.exception, at.exception
-    q_marks, k_marks = [d for d in specs(at)[0]["data"] if d["type"] == "scatter"]
+    q_marks, k_marks = [d for d in specs(at)[0]["data"] if d["mode"] == "markers+text"]
     assert len(decode(q_marks["x"])) != len(decode(k_marks["x"]))
 
 

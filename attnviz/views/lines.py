@@ -1,8 +1,11 @@
 """The lines view (BertViz's head view, and past it): query tokens on one side, key tokens on the
 other, one line per query -> key pair with opacity by weight, several heads overlaid in colour.
 
-Lines are WebGL (go.Scattergl): one trace per head and opacity band, each a single polyline broken
-by NaN gaps, so 512 tokens x several heads stay cheap to draw and to send (float32 typed arrays).
+Lines are one trace per head and opacity band, each a single polyline broken by NaN gaps (float32
+typed arrays), so 512 tokens x several heads stay cheap to send. Up to SVG_LINES lines they are
+SVG (go.Scatter), past it WebGL (go.Scattergl): a browser without a GPU emulates WebGL in software,
+where its context alone took seconds (plotly.js alone in headless Chromium, load 6-14: 697 lines
+at 512 tokens drew in 6-7 s as WebGL, 0.5-0.8 s as SVG; SVG grows with the lines, 14,691: 7 s).
 No streamlit here.
 """
 
@@ -26,6 +29,7 @@ BANDS = 8  # opacity levels: a line's opacity is its band's, from its weight
 LABEL_PX = 16  # pixels one token label needs along its axis (font 12: glyphs never touch)
 POSITION_LABEL_PX = 64  # ... and a "position: token" label side by side in two rows
 MAX_LINES = 60_000
+SVG_LINES = 4_000  # up to this many lines SVG; past it WebGL (see the module's docstring)
 
 
 def default_threshold(n: int) -> float:
@@ -169,12 +173,14 @@ def lines_figure(
     rows, head_name = look.rows, look.head_name
     fig = go.Figure()
     top = max((float(v.max()) for *_, v in picked if v.size), default=1.0)
+    n_lines = sum(v.size for *_, v in picked)
+    line_trace = go.Scatter if n_lines <= SVG_LINES else go.Scattergl
     for head, q, k, v in picked:
         colour = HEAD_COLOURS[head % len(HEAD_COLOURS)]
         band = np.minimum((v / top * BANDS).astype(int), BANDS - 1)  # [lines] 0..BANDS-1
         # the legend's entry: an empty trace at full opacity (the bands' own would be faint)
         fig.add_trace(
-            go.Scattergl(
+            line_trace(
                 x=[np.nan], y=[np.nan], mode="lines", line=dict(color=colour, width=4),
                 name=f"{html.escape(head_name)} {head}", legendgroup=str(head),
             )
@@ -190,7 +196,7 @@ def lines_figure(
             # axis (range [n, -1]); SVG traces are fine either way.
             x, y = (pos, 1 - side) if rows else (side, -pos)
             fig.add_trace(
-                go.Scattergl(
+                line_trace(
                     x=x,
                     y=y,
                     mode="lines",
@@ -203,7 +209,6 @@ def lines_figure(
                     connectgaps=False,
                 )
             )
-    n_lines = sum(v.size for *_, v in picked)
     # With few lines (a focused token), label every token a line ends at, whatever the step.
     ends = {"q": set(), "k": set()}
     if n_lines <= 80:
