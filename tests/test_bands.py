@@ -129,3 +129,23 @@ def test_weight_shift_of_lean_traces_equals_the_whole_weights_one(monkeypatch) -
     want = weight_shift(a_full, b_full)  # [layer, head]
     assert float(want.min()) > 0.05
     torch.testing.assert_close(weight_shift(a, b), want, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["causal", "window", "hidden keys"])
+def test_statistics_of_moved_in_one_pass_equal_the_dense_ones(name, monkeypatch) -> None:
+    """The pass of the statistics of moved (the band's w·f summed, never divided) equals the dense
+    statistics of moved's rows as shares, with a head that moves nothing (silenced: norms 0) and
+    keys that send nothing."""
+    monkeypatch.setattr(bands, "BAND_CELLS", 6 * 50 * 9)  # 9-row bands
+    norms = torch.rand(6, 50, generator=torch.Generator().manual_seed(3)) * 3  # [head, k]
+    norms[2] = 0.0
+    norms[:, [4, 30]] = 0.0
+    lean = lean_layer(50, 50, RULES[name], seed=7)
+    full = full_copy(lean)
+    lean.f_norm = full.f_norm = norms
+    tokens, special = [f"t{i}" for i in range(50)], {"[CLS]": [0, 11]}
+    want = head_stats(Trace(tokens=tokens, layers=[full], source="t", special=special), "moved")
+    got = head_stats(Trace(tokens=tokens, layers=[lean], source="t", special=special), "moved")
+    for stat in want:
+        torch.testing.assert_close(got[stat], want[stat], atol=2e-5, rtol=1e-4)
+    assert float(want["max_weight"][0, 2]) == 0.0  # the silenced head moves nothing

@@ -206,7 +206,10 @@ def fill(trace, field: str = "weights") -> None:
 
 
 def warm_trace(trace) -> None:
-    """Start the overview's pass over a trace's lean layers in the background."""
+    """Start the overview's pass over a trace's lean layers in the background, then the pass of
+    the statistics of moved (queued behind it: the overview, the first view, waits for no more)."""
     lean = [layer for layer in trace.layers if layer.lean]
     if lean:
-        warm(lean, *overview_key(trace))
+        side, specials = overview_key(trace)
+        warm(lean, side, specials)
+        warm([la for la in lean if la.__dict__.get("_stored_f_norm") is not None], MOVED, specials)
