@@ -149,3 +149,36 @@ def test_statistics_of_moved_in_one_pass_equal_the_dense_ones(name, monkeypatch)
     for stat in want:
         torch.testing.assert_close(got[stat], want[stat], atol=2e-5, rtol=1e-4)
     assert float(want["max_weight"][0, 2]) == 0.0  # the silenced head moves nothing
+
+
+def test_a_made_summary_comes_back_while_moveds_pass_runs_on_the_layer(monkeypatch) -> None:
+    """The server warms the statistics of moved right after the overview's pass: the overview
+    must not wait for that pass to read the weights' summary it has already."""
+    import threading
+
+    layer = lean_layer(40, 40, RULES["causal"])
+    layer.f_norm = torch.rand(6, 40) + 0.5  # [head, k]
+    side = (bands.THUMB, bands.THUMB)
+    made = bands.summarize(layer, side, ())
+    gate, started = threading.Event(), threading.Event()
+    real = bands._summarize
+
+    def held(*args, **kw):
+        started.set()
+        gate.wait(30)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(bands, "_summarize", held)
+    moved = threading.Thread(target=bands.summarize_moved, args=(layer, ()))
+    moved.start()
+    try:
+        assert started.wait(30)
+        got = []
+        reader = threading.Thread(target=lambda: got.append(bands.summarize(layer, side, ())))
+        reader.start()
+        reader.join(5)  # at once, not after moved's pass (held until the gate opens)
+        assert got and got[0] is made, "the weights' summary waited for moved's pass"
+    finally:
+        gate.set()
+        moved.join(30)
+    assert bands.made(layer, bands.MOVED, ())

@@ -110,14 +110,14 @@ _state_lock = threading.Lock()  # makes a layer's _Memo once
 
 
 class _Memo:
-    """A lean layer's summaries by (side, specials), and whether a thread is passing over it
-    now (others wait for that pass: its summary may be the one they need). Kept on the layer.
-    `moved`: the statistics of moved's rows by specials (summarize_moved)."""
+    """A lean layer's summaries by (side, specials), and the passes over it running now (a
+    thread that needs one of those waits for it). Kept on the layer. `moved`: the statistics of
+    moved's rows by specials (summarize_moved)."""
 
     def __init__(self) -> None:
         self.made: dict[tuple, LayerSummary] = {}
         self.moved: dict[tuple, LayerSummary] = {}
-        self.busy = False
+        self.running: set[tuple] = set()  # (table, key) of each pass under way
         self.cv = threading.Condition()
 
 
@@ -150,41 +150,41 @@ def summarize(
         return summarize_moved(layer, specials or ())
     memo = _memo(layer)
     key = (side, () if specials is None else specials)
-    with memo.cv:
-        while memo.busy:
-            memo.cv.wait()
-        if specials is None and memo.made:
-            return next(iter(memo.made.values()))
-        if key in memo.made:
-            return memo.made[key]
-        memo.busy = True
-    try:
-        summary = memo.made[key] = _summarize(layer, side, key[1])
-    finally:
-        with memo.cv:
-            memo.busy = False
-            memo.cv.notify_all()
-    return summary
+    return _once(memo, memo.made, key, lambda: _summarize(layer, side, key[1]), specials is None)
 
 
 def summarize_moved(layer, specials: tuple[int, ...]) -> LayerSummary:
     """The statistics' sums of a lean layer's `moved`, each row scaled to sum to 1 (where what
     reaches a query comes from; engine.stats.head_stats(field="moved")), in one pass over bands of
     rows as for the weights (no pooled map); memoized on the layer."""
+    if layer.__dict__.get("_stored_f_norm") is None:
+        raise ValueError("this layer has no per-key norms (LayerTrace.f_norm): no moved")
     memo = _memo(layer)
+    return _once(memo, memo.moved, specials, lambda: _summarize(layer, None, specials, moved=True))
+
+
+def _once(memo: _Memo, table: dict, key: tuple, make, any_made: bool = False) -> LayerSummary:
+    """table[key], made once: a thread that asks while another makes it (or, with `any_made`,
+    while another makes any summary of the table: any will do) waits for that pass; one made
+    already comes back at once, whatever else passes over the layer (the statistics of moved's
+    warm-up never holds up the overview)."""
+    which = id(table)
     with memo.cv:
-        while memo.busy:
+        while True:
+            if any_made and table:
+                return next(iter(table.values()))
+            if key in table:
+                return table[key]
+            others = [k for t, k in memo.running if t == which]
+            if key not in others and not (any_made and others):
+                break
             memo.cv.wait()
-        if specials in memo.moved:
-            return memo.moved[specials]
-        memo.busy = True
+        memo.running.add((which, key))
     try:
-        if layer.__dict__.get("_stored_f_norm") is None:
-            raise ValueError("this layer has no per-key norms (LayerTrace.f_norm): no moved")
-        summary = memo.moved[specials] = _summarize(layer, None, specials, moved=True)
+        summary = table[key] = make()
     finally:
         with memo.cv:
-            memo.busy = False
+            memo.running.discard((which, key))
             memo.cv.notify_all()
     return summary
 
