@@ -77,6 +77,7 @@ class Session:
         self.widgets: dict[str, tuple[str, str]] = {}  # key -> (widget id, fragment id)
         self.states: dict[str, WidgetState] = {}  # widget id -> state we set
         self.cached: set[str] = set()
+        self.drawn: dict[str, tuple[str, str]] = {}  # a cached message's hash -> (key, type)
         self.page_hash = ""  # the server names the page in new_session; reruns repeat it
         self.auto: dict[str, float] = {}  # fragment id -> seconds (st.fragment(run_every=...))
 
@@ -138,7 +139,13 @@ class Session:
             if fwd.metadata.cacheable and fwd.hash:
                 self.cached.add(fwd.hash)
             if kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
-                self._see(fwd.delta.new_element, fwd.delta.fragment_id, run)
+                seen = self._see(fwd.delta.new_element, fwd.delta.fragment_id, run)
+                if seen and fwd.metadata.cacheable and fwd.hash:
+                    self.drawn[fwd.hash] = seen
+            elif kind == "ref_hash" and fwd.ref_hash in self.drawn:
+                # a message this tab holds already (an identical element): drawn from its cache
+                key, element = self.drawn[fwd.ref_hash]
+                run.elements[key] = element
             elif kind == "navigation":
                 self.page_hash = fwd.navigation.page_script_hash
             elif kind == "auto_rerun":
@@ -154,19 +161,22 @@ class Session:
                 run.wire_bytes = self.ws.wire_bytes - wire0
                 return run
 
-    def _see(self, element, fragment: str, run: Rerun) -> None:
+    def _see(self, element, fragment: str, run: Rerun) -> tuple[str, str] | None:
+        """Note an element that arrived; its (key, type) when it has a key."""
         kind = element.WhichOneof("type")
         body = getattr(element, kind)
         if kind == "exception":
             run.exceptions.append(f"{body.type}: {body.message}")
-            return
+            return None
         if kind in ("markdown", "alert"):
             run.texts.append(body.body)
         element_id = body.id if "id" in body.DESCRIPTOR.fields_by_name else ""
-        if element_id:
-            key = _key_of(element_id)
-            run.elements[key] = kind
-            self.widgets[key] = (element_id, fragment)
+        if not element_id:
+            return None
+        key = _key_of(element_id)
+        run.elements[key] = kind
+        self.widgets[key] = (element_id, fragment)
+        return key, kind
 
     def set(self, key: str, **value) -> str:
         """Set widget `key` (e.g. double_array_value=[3]); returns its fragment id ('' = page)."""

@@ -92,6 +92,21 @@ def test_compare_ranks_every_head_and_shows_both_maps_and_their_difference() -> 
     assert len(heatmap_specs(at)) == 3  # the grid and two maps, no difference
 
 
+def test_compare_opens_on_the_top_ranked_head_unless_a_link_names_one(char) -> None:
+    model, trace = char
+    want = attnviz.compare(trace, attnviz.trace_model(model, EDIT), field="weights")
+    top = want.sort_values("rank").iloc[0]
+    at = open_view("compare", layer="3", head="5")  # a head chosen before; no text yet
+    assert (int(top["layer"]), int(top["head"])) != (3, 5)
+    at.text_area(key="cmp").set_value(EDIT).run()
+    assert not at.exception, [e.value for e in at.exception]
+    picked = (at.slider(key="layer").value, at.slider(key="head").value)
+    assert picked == (int(top["layer"]), int(top["head"]))
+    # a link to a comparison that names a head opens that head
+    at = open_view("compare", cmp=EDIT, layer="3", head="5")
+    assert (at.slider(key="layer").value, at.slider(key="head").value) == (3, 5)
+
+
 def test_the_moved_switch_and_the_kobayashi_columns_come_from_the_link(char) -> None:
     _, trace = char
     at = open_view("overview", field="moved")

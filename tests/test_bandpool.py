@@ -142,21 +142,24 @@ def test_a_failing_pass_raises_in_the_caller(monkeypatch) -> None:
 
 
 def test_a_long_trace_made_by_the_server_starts_its_overview_pass(monkeypatch) -> None:
-    """serve.tracing.make warms a lean trace's layers with the overview's key."""
+    """serve.tracing.make warms a lean trace's layers with the overview's key, then the
+    statistics of moved (layers with per-key norms)."""
     from attnviz.engine.config import StackConfig
     from attnviz.engine.request import TraceRequest
     from attnviz.serve import tracing
 
     ls = layers(2, 40)
+    for layer in ls:
+        layer.f_norm = torch.rand(layer.n_heads, 40) + 0.5  # [head, k]
     trace = Trace(tokens=[f"t{i}" for i in range(40)], layers=ls, source="t")
     monkeypatch.setattr(tracing, "trace_text", lambda *a, **k: trace)
     made = tracing.make(TraceRequest(StackConfig(), "a long document"))
     key = bandpool.overview_key(made)
     deadline = time.monotonic() + 30
-    while not all(bands.made(la, *key) for la in made.layers):
+    while not all(bands.made(la, s, key[1]) for la in made.layers for s in (key[0], "moved")):
         assert time.monotonic() < deadline, "the pass did not start"
         time.sleep(0.02)
-    assert not bandpool.pending(made)
+    assert not bandpool.pending(made) and not bandpool.pending(made, "moved")
 
 
 def test_the_engine_makes_a_long_traces_summaries_without_starting_a_thread() -> None:

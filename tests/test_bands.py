@@ -129,3 +129,56 @@ def test_weight_shift_of_lean_traces_equals_the_whole_weights_one(monkeypatch) -
     want = weight_shift(a_full, b_full)  # [layer, head]
     assert float(want.min()) > 0.05
     torch.testing.assert_close(weight_shift(a, b), want, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["causal", "window", "hidden keys"])
+def test_statistics_of_moved_in_one_pass_equal_the_dense_ones(name, monkeypatch) -> None:
+    """The pass of the statistics of moved (the band's w·f summed, never divided) equals the dense
+    statistics of moved's rows as shares, with a head that moves nothing (silenced: norms 0) and
+    keys that send nothing."""
+    monkeypatch.setattr(bands, "BAND_CELLS", 6 * 50 * 9)  # 9-row bands
+    norms = torch.rand(6, 50, generator=torch.Generator().manual_seed(3)) * 3  # [head, k]
+    norms[2] = 0.0
+    norms[:, [4, 30]] = 0.0
+    lean = lean_layer(50, 50, RULES[name], seed=7)
+    full = full_copy(lean)
+    lean.f_norm = full.f_norm = norms
+    tokens, special = [f"t{i}" for i in range(50)], {"[CLS]": [0, 11]}
+    want = head_stats(Trace(tokens=tokens, layers=[full], source="t", special=special), "moved")
+    got = head_stats(Trace(tokens=tokens, layers=[lean], source="t", special=special), "moved")
+    for stat in want:
+        torch.testing.assert_close(got[stat], want[stat], atol=2e-5, rtol=1e-4)
+    assert float(want["max_weight"][0, 2]) == 0.0  # the silenced head moves nothing
+
+
+def test_a_made_summary_comes_back_while_moveds_pass_runs_on_the_layer(monkeypatch) -> None:
+    """The server warms the statistics of moved right after the overview's pass: the overview
+    must not wait for that pass to read the weights' summary it has already."""
+    import threading
+
+    layer = lean_layer(40, 40, RULES["causal"])
+    layer.f_norm = torch.rand(6, 40) + 0.5  # [head, k]
+    side = (bands.THUMB, bands.THUMB)
+    made = bands.summarize(layer, side, ())
+    gate, started = threading.Event(), threading.Event()
+    real = bands._summarize
+
+    def held(*args, **kw):
+        started.set()
+        gate.wait(30)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(bands, "_summarize", held)
+    moved = threading.Thread(target=bands.summarize_moved, args=(layer, ()))
+    moved.start()
+    try:
+        assert started.wait(30)
+        got = []
+        reader = threading.Thread(target=lambda: got.append(bands.summarize(layer, side, ())))
+        reader.start()
+        reader.join(5)  # at once, not after moved's pass (held until the gate opens)
+        assert got and got[0] is made, "the weights' summary waited for moved's pass"
+    finally:
+        gate.set()
+        moved.join(30)
+    assert bands.made(layer, bands.MOVED, ())

@@ -211,3 +211,25 @@ def test_an_encoder_decoder_needs_its_whole_trace(tmp_path_factory):
     assert head_logits(bart, trace).kind.eq("head").sum() == 2 * 2 * 4  # self and cross heads
     with pytest.raises(ValueError, match="not one of its parts"):
         head_logits(bart, trace.part("decoder"))
+
+
+def test_the_last_tokens_stream_is_read_while_tracing_as_a_rerun_reads_it(char):
+    """trace_model records the residual stream at the last real token during its own forward
+    (head_logits and the lens of that position then run nothing again); it is what a rerun
+    reads, for a padded batch's rows too, and a compacted trace (the server's) keeps it."""
+    from attnviz.engine.hooked.stream import read_stream
+    from attnviz.engine.hooked.tracing import trace_batch
+    from attnviz.engine.trace import compact
+
+    traces = [trace_model(char.model, ZH), *trace_batch(char.model, [ZH[:3], ZH])]
+    for trace in traces:
+        (key,) = [k for k in trace.memo if k[0] == "stream"]
+        assert key[2] == len(trace.tokens) - 1 - len(trace.special.get("[PAD]", []))
+        assert key in compact(trace).memo
+        kept = trace.memo.pop(key)
+        again = read_stream(char.model, trace)  # a rerun of the model
+        assert set(kept.inputs) == set(again.inputs) and kept.tokens == again.tokens
+        for name in kept.inputs:
+            torch.testing.assert_close(kept.inputs[name], again.inputs[name], atol=1e-5, rtol=0)
+            torch.testing.assert_close(kept.outputs[name], again.outputs[name], atol=1e-5, rtol=0)
+        torch.testing.assert_close(kept.logits, again.logits, atol=1e-5, rtol=0)

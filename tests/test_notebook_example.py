@@ -5,6 +5,7 @@ carries the widget and its self-contained HTML, and an nbconvert HTML export sho
 from __future__ import annotations
 
 import os
+import re
 
 import nbformat
 import pytest
@@ -61,6 +62,10 @@ def test_every_cell_runs_and_prints_what_it_found(executed) -> None:
     assert "it -> animal, strongest head weight" in printed
     assert "k (2, 8, 8) (unexpanded), mask causal: True" in printed
     assert "unchanged=" in printed
+    # the rows of head_logits add up to the model's logit (section 5)
+    line = next(ln for ln in printed.splitlines() if "rows add up to" in ln)
+    total, model = (float(x) for x in re.findall(r"-?\d+\.\d{4}", line)[-2:])
+    assert abs(total - model) < 1e-3, line
 
 
 def test_views_carry_plotly_and_a_static_picture(executed) -> None:

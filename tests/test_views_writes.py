@@ -104,6 +104,24 @@ def test_words_of_a_lean_trace_are_the_full_traces_words(traces) -> None:
     )  # fmt: skip
 
 
+def test_a_server_pools_a_lean_traces_words_in_one_pass_a_layer_per_core(traces) -> None:
+    """The overview of a long input's words: bandpool makes every layer's pooled maps (weights
+    and moved from one pass) in its threads; the engine then finds them, equal to the full
+    trace's words."""
+    from attnviz.engine.bands import THUMB
+    from attnviz.serve import bandpool
+
+    words, full = grouped(traces["lean"][0], "word"), grouped(traces["full"][0], "word")
+    assert bandpool.pending(words, maps=True) and not bandpool.pending(words)
+    bandpool.fill(words, maps=True)
+    assert not bandpool.pending(words, maps=True)
+    for field in ("weights", "moved"):
+        torch.testing.assert_close(
+            pooled_weights(words, THUMB, THUMB, field), pooled_weights(full, THUMB, THUMB, field),
+            atol=1e-6, rtol=1e-4,
+        )  # fmt: skip
+
+
 def test_compare_of_lean_traces_is_the_full_one(traces) -> None:
     got = compare_fields(*traces["lean"])
     want = compare_fields(*traces["full"])

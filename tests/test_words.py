@@ -54,15 +54,24 @@ def test_byte_level_pieces_of_one_character_read_as_one():
     )  # fmt: skip
     tok.train_from_iterator(["the cat sat on the mat", "the animal was tired, believe it"] * 9,
                             trainer)  # fmt: skip
-    tokens = tok.encode("<|endoftext|>the cat 我爱水课。 unbelievably tired, ok").tokens
+    from transformers import PreTrainedTokenizerFast
+
+    from attnviz.engine.hooked.labels import token_labels
+
+    encoded = tok.encode("<|endoftext|>the cat 我爱水课。 unbelievably tired, ok")
+    tokens = encoded.tokens
     assert "Ġcat" in tokens and "æ" in tokens and scheme(tokens) == "bytes"  # 我 = 'æ' 'Ī' 'ĳ'
-    chars = groups_of(tokens, "char")
-    assert chars.labels[4:9] == ("我", "爱", "水", "课", "。")
-    assert all(e - s == 3 for s, e in chars.spans[4:9])  # three byte pieces each
-    assert groups_of(tokens, "word").labels == (
-        "<|endoftext|>", "the", "cat", "我", "爱", "水", "课", "。", "unbelievably", "tired", ",",
-        "ok",
-    )  # fmt: skip
+    # what a trace holds: the same pieces labelled as characters ('我', '◌我', '◌我')
+    labels = token_labels(PreTrainedTokenizerFast(tokenizer_object=tok), encoded.ids)
+    assert "◌我" in labels and scheme(labels) == "bytes"
+    for pieces in (tokens, labels):
+        chars = groups_of(pieces, "char")
+        assert chars.labels[4:9] == ("我", "爱", "水", "课", "。")
+        assert all(e - s == 3 for s, e in chars.spans[4:9])  # three byte pieces each
+        assert groups_of(pieces, "word").labels == (
+            "<|endoftext|>", "the", "cat", "我", "爱", "水", "课", "。", "unbelievably", "tired",
+            ",", "ok",
+        )  # fmt: skip
 
 
 def test_sentencepiece_byte_fallback_and_char_tokenizers():

@@ -6,7 +6,8 @@ How a tokenizer marks its pieces tells them apart:
 - SentencePiece (Llama 2, Gemma, Mistral): "▁" stands for the space before a word; a character
   outside the vocabulary is split into byte pieces "<0xE6>" "<0x88>" "<0x91>".
 - byte-level BPE (GPT-2, Llama 3, Qwen, SmolLM2): every byte is a printable character ("Ġ" is a
-  space, "Ċ" a newline), so a Chinese character is often two or three pieces ('æĪ', 'ĳ').
+  space, "Ċ" a newline), so a Chinese character is often two or three pieces ('æĪ', 'ĳ'); a
+  traced model's tokens are labels that read them '我', '◌我', '◌我' (engine/hooked/labels.py).
 - character-level (attnviz-char-zh-en): one character a token, the space a token of its own.
 - attnviz's toy stack: its tokens are words, CJK characters and punctuation already (so is a
   text with no piece marks at all, every word in a WordPiece vocabulary: "words").
@@ -29,6 +30,7 @@ from functools import cache, cached_property
 
 import torch
 
+from attnviz.engine.hooked.labels import CONTINUATION
 from attnviz.engine.tokenize import _CJK_RE
 
 SCHEMES = ("wordpiece", "metaspace", "bytes", "chars", "words")
@@ -130,6 +132,8 @@ def scheme(tokens: Sequence[str], special: Collection[int] = (), source: str = "
         return "wordpiece"
     if any("▁" in t or _BYTE_PIECE.match(t) for t in plain):
         return "metaspace"
+    if any(t.startswith(CONTINUATION) and len(t) > 1 for t in plain):
+        return "bytes"  # byte pieces labelled as characters (attnviz.engine.hooked.labels)
     alphabet = byte_alphabet()
     if plain and all(c in alphabet for t in plain for c in t):
         if any(ord(c) >= 256 for t in plain for c in t):  # "Ġ", "Ċ": a byte-level mark
@@ -173,6 +177,14 @@ def _char_spans(tokens: Sequence[str], how: str, special: Collection[int]) -> li
             spans.append((i, i + 1, tok))
             start, text = i + 1, ""
             continue
+        if _continues(tok) and i == start and spans and not _own(tokens, spans[-1][0], special):
+            # a labelled byte piece inside the character before it (labels: '我', '◌我', '◌我'),
+            # or ending it and starting the next ('◌B' after 'A'): one run of pieces
+            s, _, done = spans[-1]
+            rest = tok[len(CONTINUATION) :]
+            spans[-1] = (s, i + 1, done if done.endswith(rest) else done + rest)
+            start = i + 1
+            continue
         text += decoder.decode(_raw(tok, how))
         if decoder.getstate()[0] == b"":  # the bytes so far end on a whole character
             spans.append((start, i + 1, text))
@@ -180,6 +192,16 @@ def _char_spans(tokens: Sequence[str], how: str, special: Collection[int]) -> li
     if start < len(tokens):
         spans.append((start, len(tokens), text + decoder.decode(b"", final=True)))
     return spans
+
+
+def _continues(token: str) -> bool:
+    """A piece labelled as the rest of a character (attnviz.engine.hooked.labels: '◌我')."""
+    return token.startswith(CONTINUATION) and len(token) > len(CONTINUATION)
+
+
+def _own(tokens: Sequence[str], i: int, special: Collection[int]) -> bool:
+    """A special token: a group of its own."""
+    return i in special or bool(_SPECIAL.match(tokens[i]))
 
 
 def _is_alone(text: str) -> bool:

@@ -335,4 +335,6 @@ def compact(trace: Trace, half: tuple[str, ...] = ()) -> Trace:
             if t is not None and t.is_floating_point():
                 setattr(new, name, t.half())
         layers.append(new)
-    return Trace(**{**trace.__dict__, "layers": layers, "memo": {}})
+    # the residual stream read while tracing (engine/hooked/stream.py) holds for the same numbers
+    streams = {k: v for k, v in trace.memo.items() if isinstance(k, tuple) and k[:1] == ("stream",)}
+    return Trace(**{**trace.__dict__, "layers": layers, "memo": streams})

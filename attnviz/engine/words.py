@@ -81,13 +81,26 @@ class GroupedLayer(LayerTrace):
         th, tw = min(th, n_q), min(tw, n_k)
         made = self.__dict__.setdefault("_pooled", {})  # a head's picture asks for every head's
         if (th, tw, name) not in made:
-            made[(th, tw, name)] = self._pool(th, tw, name)
+            if self.base is None:  # stored: pooled at once
+                field = getattr(self, name)  # [head, q, k]
+                made[(th, tw, name)] = torch.nn.functional.adaptive_avg_pool2d(field, (th, tw))
+            else:  # one pass over the pieces gives both fields
+                if name == "moved":
+                    f_norm_of(self.base)  # says why there is no moved
+                for field, pooled in self._pool(th, tw).items():
+                    made[(th, tw, field)] = pooled
         return made[(th, tw, name)]
 
-    def _pool(self, th: int, tw: int, name: str) -> torch.Tensor:
+    def is_pooled(self, th: int, tw: int) -> bool:
+        """Whether the weights' pooled map at this size is made already (pooled, memoized)."""
+        th, tw = min(th, len(self.row_groups)), min(tw, len(self.col_groups))
+        return (th, tw, "weights") in self.__dict__.get("_pooled", {})
+
+    def _pool(self, th: int, tw: int) -> dict[str, torch.Tensor]:
+        """A lean base's grouped weights and (where it has per-key norms) moved, pooled in one
+        pass over bands of pieces: moved's pooled rows are the weights' times the keys' norms
+        (the norms weigh columns, the row pooling weighs rows). {field: [head, th, tw]}"""
         n_q, n_k = len(self.row_groups), len(self.col_groups)
-        if self.base is None:  # stored: pooled at once
-            return torch.nn.functional.adaptive_avg_pool2d(getattr(self, name), (th, tw))
         row_s, row_e = bins(n_q, th)
         col_s, col_e = bins(n_k, tw)
         # pooling after grouping is one product per side over pieces: piece j of key group J
@@ -95,24 +108,30 @@ class GroupedLayer(LayerTrace):
         # of pieces, not of groups: a word of thousands of pieces (a URL, a run without spaces)
         # never makes a band of thousands of rows.
         per_key = indicator(col_s, col_e, 0, n_k).T[self.col_groups.of_piece()]  # [k, tw]
-        f = f_norm_of(self.base) if name == "moved" else None  # [head, k]
+        f = self.base.__dict__.get("_stored_f_norm")  # [head, k] or None: no moved
+        f = None if f is None else f.to("cpu", torch.float32)
         of_piece = self.row_groups.of_piece()  # [pieces] each piece's group
         weight = 1.0 / self.row_groups.sizes(of_piece).float()  # [pieces] 1/|I|
         out = torch.zeros(self.n_heads, th, tw)
+        moved = None if f is None else torch.zeros(self.n_heads, th, tw)
         n_pieces = len(of_piece)
         step = max(1, BLOCK_CELLS // max(1, self.col_groups.n * self.n_heads))
         for p0 in range(0, n_pieces, step):
             p1 = min(n_pieces, p0 + step)
             w, _, c0, c1 = band(self.base, p0, p1)  # [head, pieces, c] every head at once
-            w = w.float().cpu() if f is None else w.float().cpu() * f[:, None, c0:c1]
+            w = w.float().cpu()
             groups = of_piece[p0:p1]  # [pieces], sorted
             touch = ((row_s <= groups[-1]) & (row_e > groups[0])).nonzero().squeeze(-1)
             b0, b1 = int(touch[0]), int(touch[-1]) + 1  # output rows it hits
             inside = (groups >= row_s[b0:b1, None]) & (groups < row_e[b0:b1, None])  # [out, p]
             per_row = inside.float() * weight[p0:p1]  # [out, pieces]
-            out[:, b0:b1] += (per_row @ w) @ per_key[c0:c1]  # [head, out, tw]
+            rows = per_row @ w  # [head, out, c]: few rows
+            out[:, b0:b1] += rows @ per_key[c0:c1]  # [head, out, tw]
+            if moved is not None:
+                moved[:, b0:b1] += (rows * f[:, None, c0:c1]) @ per_key[c0:c1]  # [head, out, tw]
         area = ((row_e - row_s).unsqueeze(1) * (col_e - col_s).unsqueeze(0)).float()
-        return out / area
+        both = {"weights": out / area}
+        return both if moved is None else both | {"moved": moved / area}
 
 
 def _band_rows(groups: Groups, n_k: int) -> int:

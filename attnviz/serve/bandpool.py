@@ -105,7 +105,9 @@ class _Pool:
                 self.warm_running += was_warm
             try:
                 layer = job.ref()
-                if layer is not None:  # a trace nobody holds any more is not worth a pass
+                if layer is not None and _words(layer):  # a trace of words: its pooled maps
+                    layer.pooled(*job.key[0])
+                elif layer is not None:  # a trace nobody holds any more is not worth a pass
                     summarize(layer, *job.key)
             except Exception:  # noqa: BLE001  (the caller recomputes and sees the error itself)
                 pass
@@ -154,8 +156,17 @@ def _one_core_here() -> None:
 _pool = _Pool()
 
 
+def _words(layer) -> bool:
+    """Whether a layer is a lean layer's words (engine/words.py: pooled in bands, on access)."""
+    return getattr(layer, "grouped", False) and getattr(layer, "base", None) is not None
+
+
+def _made(layer, side, specials) -> bool:
+    return layer.is_pooled(*side) if _words(layer) else made(layer, side, specials)
+
+
 def _on_cpu(layer) -> bool:
-    return layer.stored("q").device.type == "cpu"
+    return (layer.base if _words(layer) else layer).stored("q").device.type == "cpu"
 
 
 def summaries(
@@ -164,13 +175,18 @@ def summaries(
     """bands.summarize of every layer, the missing ones made in the pool's threads (one core
     each, in parallel); a GPU trace's layers are made here, one after another (its kernels are
     parallel already)."""
-    missing = [la for la in layers if not made(la, side, specials)]
+    _wait(layers, side, specials)
+    # made above (or by a warm-up); else here: a GPU trace, or a pass that failed (its error)
+    return [summarize(la, side, specials) for la in layers]
+
+
+def _wait(layers: Sequence, side, specials) -> None:
+    """The missing passes of these layers made in the pool's threads, one layer per core."""
+    missing = [la for la in layers if not _made(la, side, specials)]
     if missing and all(_on_cpu(la) for la in missing):
         jobs = [_pool.submit(la, side, specials, warm=False) for la in missing]
         for job in jobs:
             job.done.wait()
-    # made above (or by a warm-up); else here: a GPU trace, or a pass that failed (its error)
-    return [summarize(la, side, specials) for la in layers]
 
 
 def warm(layers: Sequence, side: tuple[int, int] | None, specials: tuple[int, ...]) -> None:
@@ -185,28 +201,38 @@ def overview_key(trace) -> tuple[tuple[int, int], tuple[int, ...]]:
     return (THUMB, THUMB), specials_of(trace)
 
 
-def pending(trace, field: str = "weights") -> bool:
+def pending(trace, field: str = "weights", maps: bool = False) -> bool:
     """Whether a view of every head of this trace would wait for a pass (a lean layer whose
-    overview summary, or with field "moved" its statistics of moved, is not made yet)."""
+    overview summary, or with field "moved" its statistics of moved, is not made yet; `maps`:
+    the overview of a lean trace's words, whose pooled maps are not made yet)."""
     side, specials = overview_key(trace)
+    if maps and any(_words(layer) for layer in trace.layers):  # one pass pools both fields
+        return any(_words(la) and not la.is_pooled(*side) for la in trace.layers)
     sides = (side, MOVED) if field == "moved" else (side,)
     return any(layer.lean and not made(layer, s, specials) for layer in trace.layers for s in sides)
 
 
-def fill(trace, field: str = "weights") -> None:
+def fill(trace, field: str = "weights", maps: bool = False) -> None:
     """Make the overview's and the statistics' summaries of a trace's lean layers now, a layer
     per core, so that the engine finds them memoized (a trace with no lean layer: nothing);
-    field "moved": the statistics of moved too (their own pass: bands.summarize_moved)."""
+    field "moved": the statistics of moved too (their own pass: bands.summarize_moved); `maps`:
+    the overview's pooled maps of a lean trace's words (both fields in one pass)."""
+    side, specials = overview_key(trace)
+    words = [layer for layer in trace.layers if _words(layer)]
+    if maps and words:
+        _wait(words, side, specials)
     lean = [layer for layer in trace.layers if layer.lean]
     if lean:
-        side, specials = overview_key(trace)
         summaries(lean, side, specials)
         if field == "moved":
             summaries(lean, MOVED, specials)
 
 
 def warm_trace(trace) -> None:
-    """Start the overview's pass over a trace's lean layers in the background."""
+    """Start the overview's pass over a trace's lean layers in the background, then the pass of
+    the statistics of moved (queued behind it: the overview, the first view, waits for no more)."""
     lean = [layer for layer in trace.layers if layer.lean]
     if lean:
-        warm(lean, *overview_key(trace))
+        side, specials = overview_key(trace)
+        warm(lean, side, specials)
+        warm([la for la in lean if la.__dict__.get("_stored_f_norm") is not None], MOVED, specials)

@@ -184,6 +184,12 @@ def from_history() -> None:
                 st.session_state.pop(name, None)
 
 
+def first_sight(name: str) -> bool:
+    """Whether this session has not drawn the key's widget yet: a value in the URL now is the
+    link's, not one the session picked."""
+    return _KEPT + name not in st.session_state
+
+
 def chose(name: str) -> None:
     """A widget's on_change: the user picked this value; it no longer follows the default."""
     st.session_state[_CHOSEN + name] = True

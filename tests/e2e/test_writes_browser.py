@@ -17,6 +17,7 @@ TEXT = (
 EDIT = TEXT.replace("tired", "wide")
 PIECES = "the unbelievably tired animal didn't cross the street because it was exhausted"  # ##
 CHAR = "model=attnviz-char-zh-en&text=" + quote(TEXT)
+ZH = "狗咬人不是新闻，人咬狗才是新闻。"
 # view, query, at least this many charts (tables count as dataframes)
 VIEWS = {
     "logits": (f"{CHAR}&view=logits", 1),
@@ -26,6 +27,8 @@ VIEWS = {
     "words": ("view=overview&unit=word&text=" + quote(PIECES), 2),
     "words_detail": ("view=detail&unit=word&text=" + quote(PIECES), 1),
     "stats_moved": ("view=stats&field=moved", 0),
+    # SmolLM2's byte-level BPE splits a Chinese character into byte pieces: one per character
+    "chars": ("model=smollm2-135m&view=detail&unit=char&layer=2&head=1&text=" + quote(ZH), 1),
     # projector mode: bigger type in every new chart
     "logits_projector": (f"{CHAR}&view=logits&projector=true", 1),
     "lens_projector": (f"{CHAR}&view=lens&projector=true", 1),
@@ -34,7 +37,7 @@ VIEWS = {
 
 # `make shots` (whole pages, for a person to look at): every view in both languages. `make test`
 # (window shots): each new view once, the languages taking turns (~75 s at load 6 on 2 cores).
-SHOTS_ONLY = {"words_detail", "stats_moved", "lens_projector"}
+SHOTS_ONLY = {"words_detail", "stats_moved", "lens_projector", "chars"}
 CASES = [(v, lang) for v in VIEWS for lang in ("en", "zh")]
 if not FULL_SHOTS:
     CASES = [

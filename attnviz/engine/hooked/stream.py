@@ -118,16 +118,25 @@ def _first(value: Any) -> torch.Tensor:
 
 
 @contextmanager
-def _hooks(mods: dict[str, Any], pos: int, stream: Stream) -> Iterator[None]:
+def _hooks(mods: dict[str, Any], at: torch.Tensor, streams: list[Stream]) -> Iterator[None]:
+    """Read what enters and leaves each module at position at[b] of batch row b into
+    streams[b], for forwards in this thread only."""
     me = threading.get_ident()
+    rows = torch.arange(len(streams))
 
     def hook(name: str):
         def read(module, args, kwargs, output) -> None:
             if threading.get_ident() != me:  # another session's forward of the same model
                 return
             x = args[0] if args else kwargs["hidden_states"]  # [batch, n, d_model]
-            stream.inputs[name] = x[0, pos].detach().to("cpu", torch.float32)
-            stream.outputs[name] = _first(output)[0, pos].detach().to("cpu", torch.float32)
+            y = _first(output)  # [batch, n, d_model]
+            pick = (rows.to(x.device), at.to(x.device))
+            x, y = (
+                x[pick].detach().to("cpu", torch.float32),
+                y[pick].detach().to("cpu", torch.float32),
+            )
+            for b, stream in enumerate(streams):  # [batch, d_model] -> [d_model] each
+                stream.inputs[name], stream.outputs[name] = x[b], y[b]
 
         return read
 
@@ -137,6 +146,33 @@ def _hooks(mods: dict[str, Any], pos: int, stream: Stream) -> Iterator[None]:
     finally:
         for handle in handles:
             handle.remove()
+
+
+@contextmanager
+def recording(model: LoadedModel, last: torch.Tensor) -> Iterator[list[Stream]]:
+    """Around the tracing forward of a batch: the residual stream of each row at its last real
+    decoder token (last[b]), read on the way, so that head_logits and the logit lens of that
+    position need no second run of the model (a long input's costs as much as tracing it).
+    Yields one Stream a row (to finish with `keep_stream`), or none for a model without a head."""
+    try:
+        needs_head(model)
+    except ValueError:
+        yield []
+        return
+    streams = [Stream(position=int(p), tokens=[]) for p in last.tolist()]
+    with _hooks(_modules(model), last, streams):
+        yield streams
+
+
+def keep_stream(model: LoadedModel, trace: Trace, stream: Stream, logits: torch.Tensor) -> None:
+    """Keep a stream read while tracing on the trace (the memo read_stream looks in), with the
+    model's logits there. [vocab]"""
+    dec = decoder_part(model, trace)
+    if stream.position != _real_length(dec) - 1 or not stream.inputs:
+        return  # not the last real token as read_stream counts it: left to a rerun
+    stream.tokens = dec.tokens[: stream.position + 1]
+    stream.logits = logits
+    trace.memo[("stream", model.key, stream.position)] = stream
 
 
 def read_stream(model: LoadedModel, trace: Trace, position: int = -1) -> Stream:
@@ -153,7 +189,8 @@ def read_stream(model: LoadedModel, trace: Trace, position: int = -1) -> Stream:
     dec = decoder_part(model, trace)
     pos = position_in(dec, position)
     # kept on the trace while it lives (a few d_model vectors a layer): head_logits and the logit
-    # lens of one position read it from one rerun, the views one after the other
+    # lens of one position read it from one rerun, the views one after the other; the last
+    # token's was read while tracing (`recording`)
     key = ("stream", model.key, pos)
     if key not in trace.memo:
         trace.memo[key] = _read(model, trace, dec, pos)
@@ -174,7 +211,7 @@ def _read(model: LoadedModel, trace: Trace, dec: Trace, pos: int) -> Stream:
             "decoder_input_ids": inputs["input_ids"],
             "decoder_attention_mask": inputs["attention_mask"],
         }
-    with torch.inference_mode(), _hooks(_modules(model), pos, stream):
+    with torch.inference_mode(), _hooks(_modules(model), torch.tensor([pos]), [stream]):
         out = model.model(
             **inputs,
             attnviz_knobs=_knobs(model, trace),

@@ -37,6 +37,7 @@ from attnviz.engine.hooked.preparing import (
     prepare,
 )
 from attnviz.engine.hooked.readout import w_o_gram_of, w_o_matrix
+from attnviz.engine.hooked.stream import keep_stream, recording
 from attnviz.engine.lean import lean_scores, lean_weights
 from attnviz.engine.request import Knobs, TraceRequest
 from attnviz.engine.trace import LayerTrace, Trace
@@ -182,7 +183,8 @@ def _run(model: LoadedModel, forward: _Forward) -> list[Trace]:
         inputs["decoder_input_ids"] = dec["input_ids"].to(dev)
         inputs["decoder_attention_mask"] = dec["attention_mask"].to(dev)
     catch_outputs(b.w_o for b in model.blocks)
-    with torch.inference_mode():
+    real_last = (dec or enc)["attention_mask"].sum(-1) - 1  # [batch] last real token
+    with torch.inference_mode(), recording(model, real_last) as streams:
         with active(record):
             out = model.model(
                 **inputs,
@@ -287,6 +289,8 @@ def _run(model: LoadedModel, forward: _Forward) -> list[Trace]:
                     meta=dict(meta, part=part, first_layer=_first(model, part)),
                     token_ids=d_ids,
                 )
+        if streams:  # the last token's residual stream, read during the forward
+            keep_stream(model, trace, streams[b], cpu(next_logits[b]))
         traces.append(trace)
     return traces
 

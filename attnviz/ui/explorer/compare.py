@@ -42,11 +42,37 @@ def _clicked() -> None:
         open_head(*found)
 
 
+def _open_top(trace: Trace, text: str, found, linked: bool) -> None:
+    """A new comparison (another text, unit or part) opens on its top-ranked head, before the
+    pickers are drawn; a link that names a head keeps it."""
+    opened = (text, trace.meta.get("grouped"), trace.meta.get("part"))
+    if st.session_state.get("_cmp_opened") == opened:
+        return
+    st.session_state["_cmp_opened"] = opened
+    if not linked and len(found):
+        top = found.sort_values("rank").iloc[0]
+        open_head(int(top["layer"]), int(top["head"]))
+
+
 def compare_view(trace: Trace) -> None:
     """The second text, the heads ranked by their change, and one head of both side by side."""
     text = st.text_area(t("cmp.text"), help=t("cmp.text_help"), height=68, **url.bound("cmp"))
-    # the pickers before anything can stop the view: the layer and head stay in the link
+    linked = (url.present("layer") or url.present("head")) and url.first_sight("head")
     field = pick_field(trace)
+    found = problem = None
+    if trace.request is not None and text.strip():
+        try:
+            other = other_trace(trace, text)
+            with passing(trace), passing(other):
+                tables = per_trace(
+                    trace, ("compare", other.request, trace.meta.get("grouped")),
+                    lambda: compare.compare_tables(trace, other), keep=2,
+                )  # fmt: skip
+            found = tables[field]
+            _open_top(trace, text, found, linked)
+        except (ValueError, TypeError) as err:
+            problem = err
+    # the pickers before anything can stop the view: the layer and head stay in the link
     layer, head, _ = layer_and_head(trace)
     if trace.request is None:
         st.info(t("cmp.no_request"))
@@ -54,17 +80,9 @@ def compare_view(trace: Trace) -> None:
     if not text.strip():
         st.info(t("cmp.empty"))
         return
-    try:
-        other = other_trace(trace, text)
-    except (ValueError, TypeError) as err:
-        st.info(input_problem(err))
+    if problem is not None:
+        st.info(input_problem(problem))
         return
-    with passing(trace), passing(other):
-        tables = per_trace(
-            trace, ("compare", other.request, trace.meta.get("grouped")),
-            lambda: compare.compare_tables(trace, other), keep=2,
-        )  # fmt: skip
-    found = tables[field]
     n_aligned, n = found.attrs.get("n_aligned", 0), min(len(trace.tokens), len(other.tokens))
     if compare.aligned(found):
         st.caption(t("cmp.aligned", k=n_aligned, n=n))

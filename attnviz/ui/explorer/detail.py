@@ -116,7 +116,10 @@ def detail(trace: Trace) -> None:
         ),
     )  # fmt: skip
     if trace.meta.get("grouped"):  # words keep no scores: one map, said so
-        st.caption(t("ex.detail_help_words", field=t(f"ex.field.{field}")))
+        help_key = (
+            "ex.detail_help_chars" if trace.meta["grouped"] == "char" else "ex.detail_help_words"
+        )
+        st.caption(t(help_key, field=t(f"ex.field.{field}")))
     else:
         st.caption(t("ex.detail_help" if field == "weights" else "ex.detail_help_moved"))
     mark = _mark(trace)

@@ -50,7 +50,7 @@ def overview(trace: Trace) -> None:
     # Projector mode's page is narrower: a mosaic sized for a 1920 screen left an empty band.
     width = panels.MOSAIC_WIDTH_PROJECTOR if projector.on() else panels.MOSAIC_WIDTH
     sel = selection(shared=shared, focus=focus, scale=mode, field=field)  # no head: the same image
-    with passing(trace):
+    with passing(trace, maps=True):
         fig = per_trace(
             trace,
             ("mosaic", sel, width),

@@ -229,14 +229,15 @@ def selection(**picked: object) -> Selection:
 
 
 @contextlib.contextmanager
-def passing(trace: Trace, field: str = "weights"):
+def passing(trace: Trace, field: str = "weights", maps: bool = False):
     """Around a view that reads every head of a long input band by band (the overview, the
-    statistics; with field "moved", the statistics of moved too): the server makes that pass
-    now, a layer per core (attnviz.serve.bandpool), with a spinner after 0.5 s (a pass already
-    made shows nothing). Nothing for a short input."""
-    if bandpool.pending(trace, field):
+    statistics; with field "moved", the statistics of moved too; `maps`: the overview's pooled
+    maps of a long input's words): the server makes that pass now, a layer per core
+    (attnviz.serve.bandpool), with a spinner after 0.5 s (a pass already made shows nothing).
+    Nothing for a short input."""
+    if bandpool.pending(trace, field, maps):
         n, heads = len(trace.tokens), trace.n_heads
         with st.spinner(t("long.summarizing", layers=trace.n_layers, heads=heads, n=n),
                         show_time=True):  # fmt: skip
-            bandpool.fill(trace, field)
+            bandpool.fill(trace, field, maps)
     yield
