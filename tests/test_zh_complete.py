@@ -30,7 +30,7 @@ ALLOWED = set(
     Q_i K_j V_j head_i head_1 head_h n_heads n_kv_heads enable_gqa scaled_dot_product_attention
     split_heads repeat_interleave diag
     MHA MQA GQA FLOPs FLOP KiB MiB GiB KB MB GB ppl BLEU BERT MiniLM fp16 fp32 bf16 int8
-    cpu cuda GPU CPU CSV JSON PNG URL Hugging Face PyTorch torch
+    cpu cuda GPU CPU CSV JSON PNG URL Hugging Face PyTorch torch PyPI
     softmax exp max log logit logits Concat concat LayerNorm BatchNorm ReLU FFN PE RoPE
     CLS SEP UNK PAD MASK Transformer nats batch seq
     e alpha delta Delta sqrt frac top Sublayer Var split_head inf nan NaN X_kv

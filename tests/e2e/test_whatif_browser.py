@@ -26,12 +26,20 @@ def test_whatif_panel_keeps_the_views_near_the_top(page) -> None:
 
 
 def _pick(page, label: str, typed: str) -> None:
+    """Type and pick in a what-if multiselect, then wait for the rerun it starts: until the
+    address bar has changed (a fixed wait missed the rerun on a loaded machine)."""
+    page.settle()  # the panel just opened: no rerun under way while typing
+    before = page.page.url
     box = page.page.locator(f'[data-testid="stMultiSelect"]:has-text("{label}") input').first
+    box.wait_for(state="visible", timeout=30_000)
     box.click()
     box.type(typed)
     box.press("Enter")
     box.press("Escape")
-    page.page.wait_for_timeout(600)
+    for _ in range(150):  # 30 s
+        if page.page.url != before:
+            break
+        page.page.wait_for_timeout(200)
     page.settle()
 
 
