@@ -49,15 +49,18 @@ def one_figure(figs: Sequence, per_row: int, plot_px: int, title: str = "") -> g
             **old["xaxis"], "domain": [left, (c + 1) / per_row], "anchor": y,
             "constrain": "domain",
         }  # fmt: skip
+        y_axis = old["yaxis"]
+        if c:  # the first column's query title serves its row (no title over the labels)
+            y_axis = {**y_axis, "title": {**y_axis.get("title", {}), "text": ""}}
         layout[f"yaxis{y[1:]}"] = {
-            **old["yaxis"], "domain": [y_bottom, y_top], "anchor": x, "scaleanchor": x,
+            **y_axis, "domain": [y_bottom, y_top], "anchor": x, "scaleanchor": x,
             "constrain": "domain", "constraintoward": "top",  # a narrow page: no gap under a title
         }  # fmt: skip
         refs = {"xref": f"{x} domain", "yref": f"{y} domain"}
         head = old.get("title", {}).get("text", "")
         notes.append(dict(text=head, x=0.5, y=1, xanchor="center", yanchor="bottom",
                           showarrow=False, font=dict(size=14), yshift=4, **refs))  # fmt: skip
-        for note in old.get("annotations", []):  # a CJK query title set upright (spec.upright)
+        for note in old.get("annotations", []) if not c else []:  # a CJK query title, upright
             notes.append({**note, **refs})
         for shape in old.get("shapes", []):
             shapes.append({**shape, "xref": x, "yref": y})
