@@ -293,17 +293,17 @@ def browser_rows(
             note("first", b.open(link("bert", text=bert), 1), b)
             opens = {
                 "overview": (link("bert", text=bert), 1),
-                "heads": (link("bert", text=bert, view="heads"), 12),
+                "heads": (link("bert", text=bert, view="heads"), 1),  # one chart of 12 pictures
                 "lines": (link("bert", text=bert, view="lines"), 1),
                 "detail": (link("bert", text=bert, view="detail"), 3),
                 "query": (link("bert", text=bert, view="query", query=10), 1),
                 "rollout": (link("bert", text=bert, view="rollout", query=10), 1),
-                "pg_open": (link("", text=playground, layers=2), 4),
+                "pg_open": (link("", text=playground, layers=2), 1),  # one chart of 4 pictures
             }
             presses = {  # a control change on the page just opened: (slider, key, charts)
-                "heads": ("heads_layer", "Layer", "ArrowRight", 12),
+                "heads": ("heads_layer", "Layer", "ArrowRight", 1),
                 "detail": ("detail_head", "Head", "ArrowRight", 3),
-                "pg_open": ("pg_layer", "Layer", "ArrowRight", 4),
+                "pg_open": ("pg_layer", "Layer", "ArrowRight", 1),
             }
             for _ in range(reps):
                 for name, (path, charts) in opens.items():

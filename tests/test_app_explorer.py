@@ -102,8 +102,8 @@ def test_stats_table_has_every_head_and_downloads_as_csv() -> None:
 def test_gauges_move_with_scaling() -> None:
     at = view("heads", d_model="512", heads="2")
 
-    def gauge_values() -> list[float]:
-        return [s["data"][0]["value"] for s in specs(at) if s["data"][0]["type"] == "indicator"]
+    def gauge_values() -> list[float]:  # mean max weight, entropy / uniform (two st.metric)
+        return [float(m.value) for m in at.metric]
 
     scaled = gauge_values()
     at.toggle(key="scale").set_value(False).run()

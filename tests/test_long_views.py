@@ -242,3 +242,29 @@ def test_heads_view_focus_outlines_the_row_in_every_head() -> None:
     for spec in maps:
         (shape,) = spec["layout"]["shapes"]
         assert shape["y0"] == 3.5 and shape["y1"] == 4.5
+
+
+def test_heads_view_past_page_cells_is_one_chart_of_pictures_and_two_numbers() -> None:
+    # 4 heads of 300 x 300 are past maps.PAGE_CELLS: pictures, all in one chart (one plotly chart
+    # to set up in the browser, not four), each head on its own square axes with its title, and
+    # the focus row outlined in every head; the saturation dials are two st.metric, not charts.
+    text = " ".join(f"w{i}" for i in range(300))
+    at = app(query={"view": "heads", "text": text, "focus": "4"})
+    assert not at.exception, at.exception
+    (fig,) = specs(at)
+    assert [d["type"] for d in fig["data"]] == ["image"] * 4
+    layout = fig["layout"]
+    axes = [(d["xaxis"], d["yaxis"]) for d in fig["data"]]
+    assert axes == [("x", "y"), ("x2", "y2"), ("x3", "y3"), ("x4", "y4")]
+    for x, y in axes:
+        assert layout["yaxis" + y[1:]]["scaleanchor"] == x  # square cells
+        assert layout["yaxis" + y[1:]]["ticktext"][0] == "0: w0"
+    x1, x2 = layout["xaxis"]["domain"], layout["xaxis2"]["domain"]
+    assert x1[1] <= x2[0]  # two columns, side by side
+    assert layout["yaxis3"]["domain"][1] < layout["yaxis"]["domain"][0]  # a second row below
+    titles = [a["text"] for a in layout["annotations"]]
+    assert titles == ["head 0", "head 1", "head 2", "head 3"]
+    rows = {(s["xref"], s["yref"], s["y0"], s["y1"]) for s in layout["shapes"]}
+    assert rows == {(x, y, 3.5, 4.5) for x, y in axes}
+    top, entropy = (float(m.value) for m in at.metric)
+    assert 0 < top < 1 and 0 < entropy <= 1

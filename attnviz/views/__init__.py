@@ -1,7 +1,8 @@
 """Plain data -> what a screen shows: Plotly figures, PNG images, DataFrames, downloads.
 
 spec (figures as ready Plotly JSON), heatmaps, images (mosaics, PNG), charts (bars, lines,
-gauges, diagrams), colour (the palette and the weights' colour scales), lines (the lines view),
+diagrams), grid (several maps in one figure), colour (the palette and the weights' colour
+scales), lines (the lines view),
 panels (the figures of each explorer view, shared by the app and notebooks), frames (DataFrames
 for tables and CSV), export (JSON / .npz downloads), notebook (attnviz.show), projector (figures
 for a projected screen).

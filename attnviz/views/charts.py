@@ -13,7 +13,7 @@ import torch
 from attnviz.engine.next_token import NextToken
 from attnviz.views.colour import BLUE, GREY, HIGHLIGHT, PALETTE
 from attnviz.views.frames import to_numpy
-from attnviz.views.spec import FONT, apply_layout, escape, tick_step
+from attnviz.views.spec import apply_layout, escape, tick_step
 
 
 def bars(
@@ -86,21 +86,6 @@ def lines(
     )
     fig.update_layout(legend=dict(orientation="h", y=-0.25), colorway=list(PALETTE))
     return apply_layout(fig, title, height)
-
-
-def gauge(value: float, *, title: str, lo: float = 0.0, hi: float = 1.0, height: int = 200):
-    """A dial for one number (mean max weight, relative entropy)."""
-    fig = go.Figure(
-        go.Indicator(
-            mode="gauge+number",
-            value=value,
-            number=dict(valueformat=".3f"),
-            gauge=dict(axis=dict(range=[lo, hi]), bar=dict(color=BLUE)),
-            title=dict(text=html.escape(title), font=dict(size=14)),
-        )
-    )
-    fig.update_layout(margin=dict(l=20, r=20, t=50, b=10), height=height, font=FONT)
-    return fig
 
 
 def sharing_diagram(

@@ -17,7 +17,7 @@ from attnviz.engine.budget import check_rollout
 from attnviz.engine.lean import pooled_head
 from attnviz.engine.rollout import rollout
 from attnviz.engine.trace import Trace, pooled_weights
-from attnviz.views import charts, images
+from attnviz.views import charts, grid, images
 from attnviz.views.colour import GAMMA, colour_scale, scale_gamma
 from attnviz.views.lines import LinesLook, LinesPick, default_threshold, is_cjk, layer_lines
 from attnviz.views.maps import (
@@ -107,6 +107,16 @@ def heads_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
             height = 560
         figs.append(draw_map(w, x, y, colour, whole, Frame(title, height)))
     return figs
+
+
+def layer_heads(trace: Trace, sel: Selection) -> list[go.Figure]:
+    """All heads of a layer as the page draws them: a heatmap a head (hover gives each weight),
+    or where every head is a picture (a long input) all of them in one chart (attnviz.views.grid:
+    the browser sets up one chart, not one a head)."""
+    figs = heads_figures(trace, sel)
+    if len(figs) < 2 or any(fig.data[0].type != "image" for fig in figs):
+        return figs
+    return [grid.one_figure(figs, heads_per_row(trace, sel.layer), plot_px=460)]
 
 
 def heads_per_row(trace: Trace, layer: int) -> int:

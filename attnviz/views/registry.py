@@ -48,7 +48,7 @@ class View:
 
 LAYER, HEAD = frozenset({"layer"}), frozenset({"layer", "head"})
 VIEWS: tuple[View, ...] = (
-    View("heads", panels.heads_figures, LAYER, True, fields=True),  # every head of one layer
+    View("heads", panels.layer_heads, LAYER, True, fields=True),  # every head of one layer
     View("overview", panels.overview_figure, HEAD, True, fields=True),  # every layer x head
     View("detail", panels.detail_figures, HEAD, fields=True),  # one head's scores, logits, weights
     View("lines", panels.lines_figures, LAYER, True, fields=True),  # a layer's heads as lines
