@@ -301,3 +301,79 @@ def test_public_mode_lists_installed_registry_models_and_takes_no_paths(tiny, ho
     for path in (str(tiny), str(tiny.parent)):
         with pytest.raises(ValueError, match="not available on this server"):
             check_model(path)
+
+
+def _as_format_2(folder: Path) -> None:
+    """Make a converted folder look like one written before format 3: merges as [a, b] pairs."""
+    path = folder / "tokenizer.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["model"]["merges"] = [m.split(" ") for m in data["model"]["merges"]]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    record = json.loads((folder / gguf_cache.MANIFEST).read_text())
+    record["format"] = 2
+    record["files"]["tokenizer.json"] = {
+        "bytes": path.stat().st_size,
+        "sha256": gguf_cache.sha256(path),
+    }
+    (folder / gguf_cache.MANIFEST).write_text(json.dumps(record))
+
+
+def _merges(folder: Path) -> list:
+    return json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["model"]["merges"]
+
+
+def test_a_format_2_cache_is_upgraded_in_place_without_dequantising(tiny, home):
+    model = load_model(str(tiny), device="cpu")
+    base = trace_model(model, TEXT)
+    [folder] = _folders(home)
+    assert _merges(folder) and all(isinstance(m, str) for m in _merges(folder))  # written compact
+    weights = (folder / gguf_cache.WEIGHTS).stat().st_ino
+    _as_format_2(folder)
+    digest = gguf_cache.sha256(tiny)
+    assert not gguf_cache.is_valid(folder, digest) and gguf_cache.is_valid(folder, digest, (2,))
+    seen: list = []
+    again = load_model(str(tiny), device="cpu", progress=seen.append)
+    assert "load.gguf_convert" not in [getattr(m, "key", "") for m in seen]
+    record = gguf_cache.manifest(folder)
+    assert (record["format"], record["upgraded_from"]) == (gguf_cache.FORMAT, 2)
+    assert gguf_cache.is_valid(folder, digest) and _folders(home) == [folder]
+    assert all(isinstance(m, str) for m in _merges(folder))
+    assert (folder / gguf_cache.WEIGHTS).stat().st_ino == weights  # linked, not rewritten
+    trace = trace_model(again, TEXT)
+    assert trace.tokens == base.tokens
+    torch.testing.assert_close(trace.next_logits, base.next_logits, atol=0, rtol=0)
+
+
+def test_compact_merges_keeps_pairs_whose_pieces_hold_a_space(tmp_path):
+    from tokenizers import Tokenizer
+    from tokenizers.models import BPE
+
+    from attnviz.engine.hooked import tokenizing
+
+    vocab = {"a": 0, "b": 1, " ": 2, "ab": 3, "ab ": 4}
+    plain = Tokenizer(BPE(vocab, [("a", "b")]))
+    spaced = Tokenizer(BPE(vocab, [("a", "b"), ("ab", " ")]))
+    for name, tok in (("plain", plain), ("spaced", spaced)):
+        tok.save(str(tmp_path / f"{name}.json"))
+    before = (tmp_path / "spaced.json").read_bytes()
+    assert not tokenizing.compact_merges(tmp_path / "spaced.json")
+    assert (tmp_path / "spaced.json").read_bytes() == before
+    assert tokenizing.compact_merges(tmp_path / "plain.json")
+    assert json.loads((tmp_path / "plain.json").read_text())["model"]["merges"] == ["a b"]
+    compact = Tokenizer.from_file(str(tmp_path / "plain.json"))
+    for text in ("ab", "aab b", "ba ab"):
+        assert compact.encode(text).tokens == plain.encode(text).tokens
+
+
+def test_a_cached_load_hashes_the_source_again_only_once_it_changed(tiny, home, monkeypatch):
+    load_model(str(tiny), device="cpu")  # converts: hashes the file and keeps its stamp
+    hashed: list[str] = []
+    real = gguf_cache.sha256
+    monkeypatch.setattr(gguf_cache, "sha256", lambda p: hashed.append(Path(p).name) or real(p))
+    load_model(str(tiny), device="cpu")
+    assert tiny.name not in hashed  # unchanged since its check: size, times and inode the same
+    os.utime(tiny)  # touched: its mtime and ctime change
+    load_model(str(tiny), device="cpu")
+    assert hashed.count(tiny.name) == 1
+    load_model(str(tiny), device="cpu")
+    assert hashed.count(tiny.name) == 1  # stamped again

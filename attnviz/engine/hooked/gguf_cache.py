@@ -32,11 +32,13 @@ from safetensors import SafetensorError, safe_open
 from attnviz.engine.budget import budget
 from attnviz.engine.budget import size as size_text
 from attnviz.engine.bundled import FETCH_COMMAND, REGISTRY, gguf_path, models_home
+from attnviz.engine.hooked import tokenizing
 from attnviz.engine.hooked.families import BLOCK_PATHS, UNSUPPORTED
 from attnviz.engine.hooked.gguf_header import MODEL_TYPES, GGUFHeader, read_header
 from attnviz.i18n import Message
 
-FORMAT = 2  # the cache folder's layout; a folder of another format is rebuilt
+FORMAT = 3  # the cache folder's layout; a folder of another format is rebuilt (2: upgraded)
+UPGRADES = (2,)  # formats upgraded in place: 2 -> 3 compacts tokenizer.json's merges
 MANIFEST = "attnviz-cache.json"
 WEIGHTS = "model.safetensors"
 HASH_IN_FULL = 64 * 2**20  # files up to this size are re-hashed on every load; bigger ones sized
@@ -90,6 +92,59 @@ def sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
+@dataclass(frozen=True)
+class Summary:
+    """What check() weighs of a GGUF header, kept between loads in a source's stamp."""
+
+    architecture: str
+    model_type: str
+    file_bytes: int
+    n_elements: int
+    float32_bytes: int
+
+
+def _stamp_path(path: Path) -> Path:
+    where = hashlib.sha256(str(path.resolve()).encode("utf-8", "surrogatepass")).hexdigest()
+    return models_home() / "checked" / f"{where[:24]}.json"
+
+
+def _identity(path: Path) -> list[int]:
+    """What changes whenever a file is written, replaced or touched (ctime cannot be set back)."""
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def _known(path: Path) -> tuple[str, Summary] | None:
+    """(sha256, header summary) of a GGUF file unchanged since its last check (its stamp: size,
+    mtime, ctime, inode and device as they were when it was hashed), so that a cached load skips
+    hashing and parsing it (0.3 s for Gemma 3's 253 MB); None when it has no stamp or changed."""
+    try:
+        stamp = json.loads(_stamp_path(path).read_text(encoding="utf-8"))
+        if stamp["path"] != str(path.resolve()) or stamp["identity"] != _identity(path):
+            return None
+        summary = Summary(**stamp["summary"])
+        kinds = [type(v) for v in summary.__dict__.values()]
+        if kinds != [str, str, int, int, int] or not isinstance(stamp["sha256"], str):
+            return None
+        return stamp["sha256"], summary
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _remember(path: Path, digest: str, header: GGUFHeader | Summary) -> None:
+    """Write a GGUF file's stamp once it was hashed (nothing where the cache is read-only)."""
+    summary = Summary(header.architecture, header.model_type, header.file_bytes,
+                      header.n_elements, header.float32_bytes)  # fmt: skip
+    stamp = {"path": str(path.resolve()), "identity": _identity(path), "sha256": digest,
+             "summary": summary.__dict__}  # fmt: skip
+    target = _stamp_path(path)
+    with contextlib.suppress(OSError):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(stamp), encoding="utf-8")
+        os.replace(tmp, target)
+
+
 def traced_architectures() -> list[str]:
     """GGUF architectures that transformers reads and attnviz traces (llama, gemma3, qwen2...)."""
     from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
@@ -97,7 +152,7 @@ def traced_architectures() -> list[str]:
     return sorted(a for a in GGUF_SUPPORTED_ARCHITECTURES if MODEL_TYPES.get(a, a) in BLOCK_PATHS)
 
 
-def check(header: GGUFHeader, label: str, convert: bool = True) -> None:
+def check(header: GGUFHeader | Summary, label: str, convert: bool = True) -> None:
     """Refuse, before any weight is dequantised, a GGUF whose architecture attnviz does not trace
     or whose weights would be over the budget once float32. `convert`: also that transformers
     reads the architecture (its GGUF tables take a second to import: a cached file skips that)."""
@@ -129,20 +184,25 @@ def converted(gguf: GGUFSource, progress: Callable[[str], None] | None = None) -
             f"{label} is {size_text(file_bytes, 2)}, over this server's budget of "
             f"{size_text(limit, 2)} (ATTNVIZ_MAX_MODEL_BYTES): pick a smaller model."
         )
-    header = read_header(gguf.path, label)
+    known = _known(gguf.path)
+    header = known[1] if known else read_header(gguf.path, label)
     check(header, label, convert=False)
-    digest = sha256(gguf.path)
+    digest = known[0] if known else sha256(gguf.path)
     if gguf.sha256 is not None and digest != gguf.sha256:
         raise ValueError(
             f"{label}'s file is not the one attnviz fetched (sha256 {digest[:12]}..., expected "
             f"{gguf.sha256[:12]}...): run `{FETCH_COMMAND}` again"
         )
+    if not known:
+        _remember(gguf.path, digest, header)
     folder = models_home() / "converted" / f"{gguf.path.stem[:60]}-{digest[:16]}"
     if is_valid(folder, digest):
         return folder
     with _converting:
-        if is_valid(folder, digest):  # another thread converted it meanwhile
+        if is_valid(folder, digest) or _upgraded(folder, digest):  # or another thread did it
             return folder
+        if known:  # the whole header, read again for the conversion
+            header = read_header(gguf.path, label)
         check(header, label)  # transformers reads this architecture
         size = size_text(header.float32_bytes, 2)
         say(Message("load.gguf_convert", name=label, size=size))
@@ -233,6 +293,7 @@ def _save_tokenizer(tokenizer, out: Path) -> None:
     if not path.exists():
         return
     Tokenizer.from_file(str(path)).save(str(path), pretty=False)
+    tokenizing.compact_merges(path)
     settings = out / "tokenizer_config.json"
     original = settings.read_text(encoding="utf-8")
     config = json.loads(original)
@@ -248,6 +309,44 @@ def _save_tokenizer(tokenizer, out: Path) -> None:
     )
     if not same or fast.all_special_tokens != tokenizer.all_special_tokens:
         settings.write_text(original, encoding="utf-8")
+
+
+def _upgraded(folder: Path, digest: str) -> bool:
+    """Bring a valid folder of an older format (UPGRADES) to FORMAT without dequantising again:
+    a new folder holding hard links to its files (copies where links fail), the tokenizer's merges
+    compacted and checked to split the probes as before, a new manifest, renamed into place like
+    a conversion. False when there is nothing to upgrade."""
+    from tokenizers import Tokenizer
+
+    if not is_valid(folder, digest, UPGRADES):
+        return False
+    data = manifest(folder)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        for name in data["files"]:
+            try:
+                os.link(folder / name, tmp / name)
+            except OSError:
+                shutil.copy2(folder / name, tmp / name)
+        path = tmp / "tokenizer.json"
+        if path.exists() and tokenizing.compact_merges(path):
+            before, after = (
+                Tokenizer.from_file(str(folder / path.name)),
+                Tokenizer.from_file(str(path)),
+            )
+            for text in TOKENIZER_PROBES:
+                old, new = before.encode(text), after.encode(text)
+                if (old.ids, old.tokens) != (new.ids, new.tokens):
+                    raise ValueError(f"the compacted tokenizer splits {text!r} differently")
+            data["files"][path.name] = {"bytes": path.stat().st_size, "sha256": sha256(path)}
+        data["format"], data["upgraded_from"] = FORMAT, data["format"]
+        (tmp / MANIFEST).write_text(json.dumps(data, indent=1), encoding="utf-8")
+        _install(tmp, folder, digest)
+    except (OSError, ValueError):
+        return False  # then converted from the GGUF again
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return is_valid(folder, digest)
 
 
 def _versions() -> dict[str, str]:
@@ -283,13 +382,13 @@ def manifest(folder: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def is_valid(folder: Path, digest: str) -> bool:
+def is_valid(folder: Path, digest: str, formats: tuple[int, ...] = (FORMAT,)) -> bool:
     """Whether `folder` is a finished conversion of the file whose sha256 is `digest`: its
-    manifest's format and source digest match, every file it lists has its size (small files
-    their sha256 too) and the weights' header reads."""
+    manifest's format (one of `formats`) and source digest match, every file it lists has its
+    size (small files their sha256 too) and the weights' header reads."""
     data = manifest(folder)
     try:
-        if data is None or data["format"] != FORMAT or data["source"]["sha256"] != digest:
+        if data is None or data["format"] not in formats or data["source"]["sha256"] != digest:
             return False
         for name, entry in data["files"].items():
             path = folder / name

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,25 @@ def read(source: str, local_only: bool) -> Any:
     return tokenizer
 
 
+def compact_merges(path: Path) -> bool:
+    """Rewrite a BPE tokenizer.json's merges as "a b" strings instead of ["a", "b"] pairs, when
+    no piece holds a space (the string form splits at it). tokenizers reads the strings in about
+    half the time: Gemma 3's 515k merges 0.98 s against 1.76 s, the largest part of a cached
+    load. True when the file was rewritten (atomically)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    model = data.get("model") if isinstance(data, dict) else None
+    merges = model.get("merges") if isinstance(model, dict) else None
+    if not merges or model.get("type") != "BPE" or not all(isinstance(m, list) for m in merges):
+        return False
+    if any(len(m) != 2 or " " in m[0] or " " in m[1] for m in merges):
+        return False
+    model["merges"] = [f"{a} {b}" for a, b in merges]
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+    os.replace(tmp, path)
+    return True
+
+
 def _generic(folder: Path) -> bool:
     try:
         if not (folder / "tokenizer.json").is_file():
@@ -58,6 +78,9 @@ def call_copy(tokenizer: Any) -> Any:
     backend = getattr(tokenizer, "_tokenizer", None)
     twin = _twin(backend) if backend is not None else None
     memo = {} if twin is None else {id(backend): twin}
+    added = getattr(tokenizer, "init_kwargs", {}).get("added_tokens_decoder")
+    if isinstance(added, dict):  # its own dict of the same AddedTokens (read-only): deep-copying
+        memo[id(added)] = dict(added)  # Gemma's 6,384 took 0.3 s
     return copy.deepcopy(tokenizer, memo)
 
 
