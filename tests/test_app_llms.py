@@ -133,3 +133,28 @@ def test_public_mode_offers_only_the_installed_decoders_and_no_box(home, monkeyp
     finally:
         monkeypatch.undo()
         budget.cache_clear()
+
+
+@pytest.mark.parametrize(("page", "pick", "typed"), [(PRETRAINED, "pick", "model"),
+                                                     (GENERATE, "g_pick", "g_model")])  # fmt: skip
+def test_a_bundled_name_in_the_model_box_shows_in_the_picker(home, page, pick, typed) -> None:
+    """A link's `model=smollm2-135m` (or the name typed in the box) selects that model in the
+    picker, whose facts and licence then show; from the next run the box is empty and the URL
+    holds the model as the pick only, and a model picked after it stays picked."""
+    at = _page(page, {typed: "smollm2-135m"})
+    assert not at.exception
+    assert at.selectbox(key=pick).value == "smollm2-135m"
+    assert "Apache-2.0" in page_text(at)
+    at.run()  # any next run: the box is empty, the URL holds the pick
+    assert at.selectbox(key=pick).value == "smollm2-135m" and at.text_input(key=typed).value == ""
+    assert at.query_params.get(pick) in ("smollm2-135m", ["smollm2-135m"])
+    assert typed not in at.query_params
+    at.selectbox(key=pick).set_value("gemma-3-270m").run()
+    assert at.selectbox(key=pick).value == "gemma-3-270m"
+    at.text_input(key=typed).set_value(" smollm2-135m ").run()  # typed on the page
+    assert at.selectbox(key=pick).value == "smollm2-135m"
+    at.run()
+    assert at.text_input(key=typed).value == ""
+    if page == GENERATE:  # Generate's picker lists decoders only: an encoder's name stays typed
+        at.text_input(key=typed).set_value("all-MiniLM-L6-v2").run()
+        assert at.text_input(key=typed).value == "all-MiniLM-L6-v2"

@@ -19,6 +19,7 @@ from attnviz.ui.caching import cached_trace
 from attnviz.ui.language import lang, t
 from attnviz.ui.widgets import follow_default, url_select
 
+_MOVED = "_typed_moved_"  # the bundled name last moved from a model box to its picker
 DTYPES = ["float32", "bfloat16", "auto"]  # "auto": bfloat16 on a GPU, float32 on the CPU
 
 
@@ -38,16 +39,37 @@ def pick_model(
     models = {m.name: m for m in bundled_models() if kind is None or m.kind == kind}
     default = url.default(pick, lang=lang())
     follow_default(pick, default)  # a page's default by language, until one is picked
+    _typed_to_picker(pick, typed, models)
     chosen = url_select(
         st.selectbox, label, [""] * (none is not None) + list(models), pick, default,
         format_func=_pick_label(models, none), help=t("pick.help", command=FETCH_COMMAND),
     )  # fmt: skip
     name = st.text_input(typed_label, help=t("bert.model_help"), **url.bound(typed)).strip()
-    if name:
+    if name and name not in models:
         return name
+    chosen = name or chosen  # a link's bundled name, in the picker from the next run
     if chosen in models:
         st.caption(facts(models[chosen]))
     return "" if chosen == DEFAULT_NAME else chosen
+
+
+def _typed_to_picker(pick: str, typed: str, models: dict[str, BundledModel]) -> None:
+    """A bundled model's name typed in the box, or given by a link (`model=smollm2-135m`), moves
+    to the picker before either is drawn: the picker shows the model that is loaded, with its
+    facts and licence, and the URL holds it as `pick`. The box empties from the next run (on a
+    link's first run Streamlit seeds a URL-bound box from the link, over session state); a name
+    already moved does not move again, so a model picked after it stays picked."""
+    moved = _MOVED + typed
+    value = st.session_state.get(typed, url.read(typed))
+    name = value.strip() if isinstance(value, str) else ""
+    if name not in models:
+        st.session_state.pop(moved, None)
+        return
+    if st.session_state.get(moved) != name:
+        st.session_state[pick] = name
+    st.session_state[moved] = name
+    st.session_state[typed] = ""
+    url.drop(typed)
 
 
 def public_facts(name: str) -> None:
