@@ -8,6 +8,7 @@ language, and SmolLM2 continuing the repeated animal sentence with " tired" (the
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,10 @@ def test_a_registry_llm_loads_through_the_picker_of_both_pages(home, monkeypatch
     assert at.query_params["pick"] in ("tiny-test", ["tiny-test"])  # the choice in the URL
     assert "MIT" in page_text(at) and at.get("plotly_chart")
     assert (home / "converted").is_dir()  # converted once, into the cache
+    at = _page(PRETRAINED, {"pick": "tiny-test", "device": "cpu", "text": "the cat"})
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    titles = [s["layout"].get("title", {}).get("text", "") for s in specs]
+    assert "Next token after “ cat”" in titles  # as text, like the candidates: not "Ġcat"
     at = app(GENERATE, {"g_pick": "tiny-test", "g_n": "3"})
     assert not at.exception and not at.error
     assert "**Generated (3 tokens)" in " ".join(m.value for m in at.markdown)

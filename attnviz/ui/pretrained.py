@@ -73,9 +73,12 @@ def next_tokens(model, trace: Trace, base: Trace | None, k: int = 10) -> None:
         return
     base_dec = None if base is None else (base.part("decoder") if base.parts else base)
     rows = top_k(dec, lambda i: piece_text(model.tokenizer, i), k=k, base=base_dec)
+    last = dec.tokens[-1]  # as text, like the candidates ("Ġtired" reads " tired")
+    if dec.token_ids:
+        last = piece_text(model.tokenizer, dec.token_ids[-1])
     fig = charts.next_tokens(
         rows,
-        title=t("pm.next_title", token=spec.escape([dec.tokens[-1]])[0]),
+        title=t("pm.next_title", token=spec.escape([last])[0]),
         now_label=t("pm.next_now") if base_dec is not None else "p",
         base_label=t("pm.next_base"),
     )
