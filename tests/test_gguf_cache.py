@@ -377,3 +377,33 @@ def test_a_cached_load_hashes_the_source_again_only_once_it_changed(tiny, home, 
     assert hashed.count(tiny.name) == 1
     load_model(str(tiny), device="cpu")
     assert hashed.count(tiny.name) == 1  # stamped again
+
+
+def test_the_garbage_collector_is_paused_only_while_a_model_loads(tiny, home, monkeypatch):
+    import gc
+
+    from attnviz.engine.hooked import loading
+
+    seen: list[bool] = []
+    real = loading.tokenizing.read
+    monkeypatch.setattr(
+        loading.tokenizing, "read", lambda *a: seen.append(gc.isenabled()) or real(*a)
+    )
+    assert gc.isenabled()
+    load_model(str(tiny), device="cpu")
+    assert seen == [False] and gc.isenabled()
+
+    def fail(*args):
+        raise OSError("no tokenizer here")
+
+    monkeypatch.setattr(loading.tokenizing, "read", fail)
+    with pytest.raises(ValueError, match="no tokenizer here"):
+        load_model(str(tiny), device="cpu")
+    assert gc.isenabled()  # back, also after a failed load
+    gc.disable()
+    try:
+        with loading.collector_paused():
+            pass
+        assert not gc.isenabled()  # left as the caller had it
+    finally:
+        gc.enable()
