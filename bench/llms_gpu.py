@@ -5,6 +5,7 @@ with the card's name. One process, under 5 minutes on an H100/H200.
 Here (with the models converted):   python bench/llms_gpu.py --export out/llm-shapes
 On the GPU machine:                 python bench/llms_gpu.py --shapes out/llm-shapes
 A smoke run without a GPU:          python bench/llms_gpu.py --device cpu --sizes 16,64 --reps 1
+Where a trace's time goes:          ... --models gemma-3-270m --sizes 4096 --profile 4096
 
 A lent GPU machine reaches nothing outside it and takes only small files along, so `--export`
 writes each model's config.json and tokenizer (no weights; 37 MiB in all) and the GPU run builds
@@ -133,6 +134,39 @@ def oracle(model, n: int) -> None:
           f"{logits:.1e}")  # fmt: skip
 
 
+def profile(model, n: int, rows: int = 14) -> None:
+    """Where one trace's time goes at n tokens, against one eager forward: torch.profiler's
+    operators by their own GPU time and by their own CPU time (a trace bound by Python and
+    launches shows CPU time far above its GPU time)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    hf = model.model
+    text = long_text(n)
+    ids = model.call_tokenizer(text, truncation=True, max_length=n, return_tensors="pt")
+    ids = ids["input_ids"].to(model.device)
+    sides = {"trace": lambda: trace_model(model, text, max_length=n),
+             "eager": plain_forward(hf, ids, "eager", sync)}  # fmt: skip
+    for side, fn in sides.items():
+        fn()  # warm
+        sync()
+        with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            fn()
+            sync()
+        events = prof.key_averages()
+        gpu = sum(e.self_device_time_total for e in events) / 1e3
+        cpu = sum(e.self_cpu_time_total for e in events) / 1e3
+        print(f"\n### {side} at {n} tokens: GPU {gpu:.1f} ms, CPU {cpu:.1f} ms (self totals)")
+        print(
+            events.table(sort_by="self_device_time_total", row_limit=rows, max_name_column_width=60)
+        )
+        print(
+            events.table(
+                sort_by="self_cpu_time_total", row_limit=rows // 2, max_name_column_width=60
+            )
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--export", type=Path)
@@ -140,6 +174,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--sizes", default="128,4096")
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--profile", type=int, default=0, help="also profile a trace at N tokens")
+    parser.add_argument("--models", default=",".join(MODELS))
     args = parser.parse_args()
     if args.export:
         export(args.export)
@@ -153,7 +189,7 @@ def main() -> None:
           f"transformers {transformers.__version__}), float32")  # fmt: skip
     sizes = [int(n) for n in args.sizes.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
-        for name in MODELS:
+        for name in args.models.split(","):
             try:
                 where, real = str(gguf_cache.converted(gguf_cache.source(name))), True
             except ValueError:
@@ -167,6 +203,8 @@ def main() -> None:
             for n in sizes:
                 bench(model, n, args.reps if n <= 512 else max(1, args.reps // 4))
             oracle(model, sizes[0])
+            if args.profile:
+                profile(model, args.profile)
             if real:
                 os.environ["BENCH_DEVICE"] = args.device
                 print("atlas:", json.dumps(child_atlas(name)))
