@@ -205,6 +205,45 @@ def test_the_fused_kernel_gives_the_blocked_path_numbers(dtype, causal) -> None:
     torch.testing.assert_close(z.float(), z0.float(), atol=tol, rtol=tol)
 
 
+RULES = {  # (n_q, n_k, causal, window, first keys hidden, q_offset)
+    "window": (700, 700, True, 100, 0, 0),
+    "padding": (700, 700, True, None, 0, 0),
+    "hidden, no key": (700, 700, True, 64, 10, 0),
+    "offset": (650, 700, True, None, 0, 50),
+    "full, hidden": (700, 700, False, None, 30, 0),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("case", sorted(RULES))
+def test_the_biased_fused_kernel_gives_the_blocked_path_numbers(dtype, case, monkeypatch) -> None:
+    # A window, padding, hidden keys or a query offset run on a GPU as one memory-efficient kernel
+    # with the rule as an additive bias; the blocked path (BIAS_BYTES = 0) is the reference. Rows
+    # that may see no key (the first 10 with the first 10 keys hidden, causal) give z = lse = 0.
+    from attnviz.engine import lean
+    from attnviz.engine.lean import MaskRule, attend_lean
+
+    n_q, n_k, causal, window, hidden, offset = RULES[case]
+    torch.manual_seed(0)
+    d = 64
+    q = torch.randn(2, 8, n_q, d, device=DEVICE).to(dtype)  # [b, head, q, d]
+    k = torch.randn(2, 2, n_k, d, device=DEVICE).to(dtype)  # [b, kv_head, k, d]
+    v = torch.randn(2, 2, n_k, d, device=DEVICE).to(dtype)
+    keys = torch.ones(2, n_k, dtype=torch.bool)
+    keys[:, :hidden] = False
+    keys[1, n_k - 37 :] = False  # the second item padded
+    rule = MaskRule(n_q, n_k, causal, window, keys, offset)
+    z, lse = attend_lean(q, k, v, rule, d**-0.5)
+    monkeypatch.setattr(lean, "BIAS_BYTES", 0)
+    z0, lse0 = attend_lean(q, k, v, rule, d**-0.5)
+    assert lse.shape == lse0.shape == (2, 8, n_q) and not z.isnan().any()
+    torch.testing.assert_close(lse, lse0, atol=1e-4, rtol=1e-5)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(z.float(), z0.float(), atol=tol, rtol=tol)
+    if hidden and causal:
+        assert not z[:, :, :hidden].any() and not lse[:, :, :hidden].any()
+
+
 def test_a_bfloat16_lean_trace_of_a_long_input_sums_to_one(llama, tmp_path) -> None:
     # The fused kernel's log-sum-exp makes the recomputed weights of a bfloat16 trace rows that
     # sum to 1 and masked cells exactly 0, close to the float32 CPU trace's.
