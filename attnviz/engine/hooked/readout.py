@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from attnviz.engine.hooked.families import BLOCK_PATHS, CROSS, DECODER
+from attnviz.engine.hooked.intercept import Recording
 from attnviz.engine.hooked.loading import LoadedModel
 from attnviz.engine.writes import w_o_gram
 
@@ -224,3 +225,24 @@ def block_of(model: LoadedModel, part: str, layer: int) -> Any:
 
 
 WRITING_PARTS = {"decoder": (DECODER,), "encoder-decoder": (DECODER, CROSS)}
+
+
+def block_output(block, record: Recording, i: int) -> torch.Tensor:
+    """Block i's output [batch, n, d_model]: what its W_O module gave in this forward, else
+    concat(z) projected again."""
+    z = record.layers[i]["z"]  # [batch, head, n, d_head]
+    caught = record.outputs.get(id(block.w_o))
+    if caught is not None and caught.shape[:2] == (z.shape[0], z.shape[2]):
+        return caught
+    return w_o_projected(block, z)
+
+
+def w_o_projected(block, z: torch.Tensor) -> torch.Tensor:
+    """The block's output: concat(z) through the model's own W_O, exactly as the model does next."""
+    b, h, n, d = z.shape  # [batch, head, n, d_head]
+    z_cat = z.transpose(1, 2).reshape(-1, h * d)  # [batch * n, head * d_head]
+    w_o = block.w_o
+    weight = w_o.weight if type(w_o).__name__ == "Conv1D" else w_o.weight.t()  # [hd, d_model]
+    no_bias = w_o.bias is None
+    out = z_cat @ weight if no_bias else torch.addmm(w_o.bias, z_cat, weight)  # [batch * n, d]
+    return out.view(b, n, -1)  # [batch, n, d_model]

@@ -36,7 +36,7 @@ from attnviz.engine.hooked.preparing import (
     may_share,
     prepare,
 )
-from attnviz.engine.hooked.readout import w_o_gram_of, w_o_matrix
+from attnviz.engine.hooked.readout import block_output, w_o_gram_of, w_o_matrix
 from attnviz.engine.hooked.stream import keep_stream, recording
 from attnviz.engine.lean import lean_scores, lean_weights
 from attnviz.engine.request import Knobs, TraceRequest
@@ -200,7 +200,7 @@ def _run(model: LoadedModel, forward: _Forward) -> list[Trace]:
             hidden = out.encoder_last_hidden_state  # [batch, n, d_model]
         keep = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # [batch, n, 1]
         embedding = (hidden * keep).sum(1) / keep.sum(1).clamp_min(1e-9)  # [batch, d_model]
-        outputs = [_output(block, record, i) for i, block in enumerate(model.blocks)]
+        outputs = [block_output(block, record, i) for i, block in enumerate(model.blocks)]
         for i, block in enumerate(model.blocks):  # what each key sends through each head
             rec = record.layers[i]
             gram = w_o_gram_of(block, rec["v"].device)  # [head, d_head, d_head]
@@ -363,27 +363,6 @@ def _layer_traces(
 def _first(model: LoadedModel, part: str) -> int:
     """The layer number (as in `ablate`) of the first block of a part."""
     return next(i for i, b in enumerate(model.blocks) if b.part == part)
-
-
-def _output(block, record: Recording, i: int) -> torch.Tensor:
-    """Block i's output [batch, n, d_model]: what its W_O module gave in this forward, else
-    concat(z) projected again."""
-    z = record.layers[i]["z"]  # [batch, head, n, d_head]
-    caught = record.outputs.get(id(block.w_o))
-    if caught is not None and caught.shape[:2] == (z.shape[0], z.shape[2]):
-        return caught
-    return _w_o(block, z)
-
-
-def _w_o(block, z: torch.Tensor) -> torch.Tensor:
-    """The block's output: concat(z) through the model's own W_O, exactly as the model does next."""
-    b, h, n, d = z.shape  # [batch, head, n, d_head]
-    z_cat = z.transpose(1, 2).reshape(-1, h * d)  # [batch * n, head * d_head]
-    w_o = block.w_o
-    weight = w_o.weight if type(w_o).__name__ == "Conv1D" else w_o.weight.t()  # [hd, d_model]
-    no_bias = w_o.bias is None
-    out = z_cat @ weight if no_bias else torch.addmm(w_o.bias, z_cat, weight)  # [batch * n, d]
-    return out.view(b, n, -1)  # [batch, n, d_model]
 
 
 def trace_model(
