@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import html
 import json
 import os
@@ -86,6 +87,39 @@ class Spec(BaseFigure):
 
     def __repr__(self) -> str:
         return f"Spec({len(self._spec['data'])} traces, ~{self.nbytes} bytes)"
+
+
+MAP_TRACES = frozenset({"heatmap", "image"})
+
+
+def for_browser(fig: go.Figure | Spec) -> Spec | go.Figure:
+    """A map (heatmap and image traces only) as the browser should get it, drawn once instead
+    of three times: Streamlit's chart applies its theme again after the first draw (a new
+    layout.template object), and plotly.js's react then replots everything (the template is
+    compared by identity) and, its arrays being new objects too, recomputes them. Without a
+    template and with a `datarevision` that only changes with the data, that second react
+    finds nothing to do (bench/browser_512.py: All heads at 512 tokens drew 3 times). Give it
+    to st.plotly_chart with theme=None. Other figures come back as they are (their theme)."""
+    if isinstance(fig, Spec):
+        spec = fig
+    elif all(getattr(trace, "type", None) in MAP_TRACES for trace in fig.data):
+        spec = Spec(fig)
+    else:
+        return fig
+    data, layout = spec._spec["data"], spec._spec["layout"]
+    if not data or any(trace.get("type") not in MAP_TRACES for trace in data):
+        return fig
+    digest = spec.__dict__.get("_digest")
+    if digest is None:
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+        object.__setattr__(spec, "_digest", digest)  # a Spec never changes: once per Spec
+    new = object.__new__(Spec)
+    shown = {k: v for k, v in layout.items() if k != "template"}
+    shown["datarevision"] = digest
+    object.__setattr__(new, "_spec", {"data": data, "layout": shown})
+    object.__setattr__(new, "nbytes", spec.nbytes)
+    return new
 
 
 def tick_step(n: int, room: int = 48) -> int:
