@@ -39,7 +39,15 @@ def test_a_map_goes_without_template_with_its_numbers_and_hover() -> None:
     np.testing.assert_array_equal(z, expected.astype(z.dtype))
     assert "%{z:.4f}" in out["data"][0]["hovertemplate"]  # hover still gives the value
     assert out["data"][0]["hoveron" + "gaps"] is False  # a masked cell shows no value
-    assert out["layout"]["xaxis"] == fig.to_plotly_json()["layout"]["xaxis"]
+    own = fig.to_plotly_json()["layout"]
+    for side in ("xaxis", "yaxis"):  # the figure's own axis, with what the theme gave it
+        axis = out["layout"][side]
+        assert {k: axis[k] for k in own[side] if k != "title"} == {
+            k: v for k, v in own[side].items() if k != "title"
+        }
+        assert axis["title"]["text"] == own[side]["title"]["text"]
+        assert axis["automargin"] is True  # labels never cut off by the figure's 10 px margins
+    assert out["layout"]["title"]["text"] == "<b>w</b>"  # bold, as Streamlit's theme draws it
 
 
 def test_datarevision_follows_the_data_only() -> None:
