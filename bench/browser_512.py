@@ -2,7 +2,7 @@
 drawn in Chromium (issue 34, item 5), beside the figures the issue measured on main f1fc8e8.
 
 Run: .venv/bin/python bench/browser_512.py [--reps 3] [--no-export] [--shots out/b512]
-(needs Debian's chromium; about 3 minutes)
+[--page bert] (needs Debian's chromium; about 3 minutes)
 
 The server is `make run`'s own command (taken from `make -n run`: its allocator and OpenMP
 settings, attnviz.ui.launch warming the bundled model and the default page before it listens),
@@ -18,7 +18,9 @@ beside it what load does not distort: the server's CPU seconds (user + system of
 the bytes its websocket sent, and the browser's CPU seconds (every Chromium process under this
 one: renderer, GPU (software WebGL), browser; a process that ends within a row is not counted).
 --only picks rows (e.g. --only lines,pg_open); --profile NAME prints the browser's JavaScript
-functions by self time (CDP Profiler) over that row's measures.
+functions by self time (CDP Profiler) over that row's measures. The links are the ones the app
+writes (/pretrained?...); --page bert opens the issue's older /bert links, which reach the same
+page through one more script run (attnviz.ui.url.redirect).
 """
 
 from __future__ import annotations
