@@ -2,7 +2,7 @@
 drawn in Chromium (issue 34, item 5), beside the figures the issue measured on main f1fc8e8.
 
 Run: .venv/bin/python bench/browser_512.py [--reps 3] [--no-export] [--shots out/b512]
-(needs Debian's chromium; about 3 minutes)
+[--page bert] (needs Debian's chromium; about 3 minutes)
 
 The server is `make run`'s own command (taken from `make -n run`: its allocator and OpenMP
 settings, attnviz.ui.launch warming the bundled model and the default page before it listens),
@@ -18,7 +18,9 @@ beside it what load does not distort: the server's CPU seconds (user + system of
 the bytes its websocket sent, and the browser's CPU seconds (every Chromium process under this
 one: renderer, GPU (software WebGL), browser; a process that ends within a row is not counted).
 --only picks rows (e.g. --only lines,pg_open); --profile NAME prints the browser's JavaScript
-functions by self time (CDP Profiler) over that row's measures.
+functions by self time (CDP Profiler) over that row's measures. The links are the ones the app
+writes (/pretrained?...); --page bert opens the issue's older /bert links, which reach the same
+page through one more script run (attnviz.ui.url.redirect).
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ from tests.e2e.conftest import CHROME_ARGS, CHROMIUM, _free_port, wait_healthy  
 
 N = 512
 QUIET_S = 0.5
+# The page's path in the links the app writes today. An older link (/bert, the issue's) opens
+# the same page through one more script run (attnviz.ui.url.redirect): --page bert times that.
+PAGE = "pretrained"
 # The issue's figures (Chromium, main f1fc8e8, load average 1.3-1.6 unless said).
 ISSUE = {
     "first": "11 s (other work running)",
@@ -290,14 +295,14 @@ def browser_rows(
         with sync_playwright() as p:
             b = Browser(p, base)
             start(b, "first")
-            note("first", b.open(link("bert", text=bert), 1), b)
+            note("first", b.open(link(PAGE, text=bert), 1), b)
             opens = {
-                "overview": (link("bert", text=bert), 1),
-                "heads": (link("bert", text=bert, view="heads"), 1),  # one chart of 12 pictures
-                "lines": (link("bert", text=bert, view="lines"), 1),
-                "detail": (link("bert", text=bert, view="detail"), 3),
-                "query": (link("bert", text=bert, view="query", query=10), 1),
-                "rollout": (link("bert", text=bert, view="rollout", query=10), 1),
+                "overview": (link(PAGE, text=bert), 1),
+                "heads": (link(PAGE, text=bert, view="heads"), 1),  # one chart of 12 pictures
+                "lines": (link(PAGE, text=bert, view="lines"), 1),
+                "detail": (link(PAGE, text=bert, view="detail"), 3),
+                "query": (link(PAGE, text=bert, view="query", query=10), 1),
+                "rollout": (link(PAGE, text=bert, view="rollout", query=10), 1),
                 "pg_open": (link("", text=playground, layers=2), 1),  # one chart of 4 pictures
             }
             presses = {  # a control change on the page just opened: (slider, key, charts)
@@ -317,7 +322,7 @@ def browser_rows(
                     if press and start(b, press[0]):
                         note(press[0], b.press(*press[1:]), b)
             if export:
-                b.open(link("bert", text=bert), 1)
+                b.open(link(PAGE, text=bert), 1)
                 seconds, size = b.download("JSON")
                 times["export_browser"] = [seconds]
                 loads["export_browser"] = load()
@@ -355,7 +360,9 @@ def main() -> None:
     ap.add_argument("--shots", type=Path, help="a folder for a screenshot after each measure")
     ap.add_argument("--only", help="comma-separated rows to measure (the first open always)")
     ap.add_argument("--profile", help="a row whose browser JavaScript to profile")
+    ap.add_argument("--page", default=PAGE, help="the model page's path in the links")
     args = ap.parse_args()
+    globals()["PAGE"] = args.page
     only = set(args.only.split(",")) if args.only else None
     before = os.getloadavg()
     commit = subprocess.run(
@@ -366,7 +373,8 @@ def main() -> None:
     )
     if not args.no_export:
         took, size, at = export_row()
-    print(f"attnviz {commit}; {N} tokens; Chromium 1920x1080; the server as `make run` starts it")
+    print(f"attnviz {commit}; {N} tokens; Chromium 1920x1080; the server as `make run` starts it; "
+          f"links to /{PAGE}")  # fmt: skip
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in before)}")
     print(
         "| what | issue (f1fc8e8) | now: median s | min | max | n | charts | load (1 min) "

@@ -12,7 +12,7 @@ from attnviz.engine.config import divisors
 from attnviz.engine.trace import Trace
 from attnviz.ui import projector, url
 from attnviz.ui.language import t
-from attnviz.views.spec import PLOTLY_CONFIG, Spec
+from attnviz.views.spec import PLOTLY_CONFIG, Spec, for_browser
 
 _GIVEN = "_default_given_"
 # A multiselect picks exactly what the user chose: no "Select N matches" entry (typing L3H1 and
@@ -53,7 +53,10 @@ def chart(fig, key: str | None = None, name: str | None = None, **kwargs) -> obj
         # A copy: the figure may be cached (the overview's mosaic, per trace), and enlarging it
         # in place grew its fonts again on every rerun.
         fig = enlarge(fig.figure() if isinstance(fig, Spec) else go.Figure(fig))
-    return st.plotly_chart(fig, config=config, key=key, **kwargs)
+    shown = for_browser(fig)
+    if isinstance(shown, Spec) and "template" not in shown._spec["layout"]:
+        kwargs.setdefault("theme", None)  # drawn once, not three times (views.spec.for_browser)
+    return st.plotly_chart(shown, config=config, key=key, **kwargs)
 
 
 def numbers(

@@ -311,7 +311,9 @@ def _position_axes(x: Axis, y: Axis, shape: tuple[int, int]) -> dict:
     n_q, n_k = shape
     xs, ys = escape(x.tokens[:n_k]), escape(y.tokens[:n_q])
     sx, sy = tick_step(n_k, x.picture_ticks), tick_step(n_q, y.picture_ticks)
-    plain = dict(tickmode="array", showgrid=False, zeroline=False)
+    # "allow": the labels sit inside the figure (automargin); plotly's default for a linear axis
+    # ("hide past div") measures every label once per label drawn (n² layouts an axis)
+    plain = dict(tickmode="array", showgrid=False, zeroline=False, ticklabeloverflow="allow")
     xaxis = dict(
         plain,
         tickvals=[x.start + j for j in range(0, n_k, sx)],

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import html
 import json
 import os
@@ -86,6 +87,85 @@ class Spec(BaseFigure):
 
     def __repr__(self) -> str:
         return f"Spec({len(self._spec['data'])} traces, ~{self.nbytes} bytes)"
+
+
+MAP_TRACES = frozenset({"heatmap", "image"})
+# What Streamlit's theme gave a chart (streamlit 1.67's light theme, read from a drawn chart's
+# layout.template in Chromium), set on the layout itself for a figure sent without a template.
+_TEXT, _LINES = "#808495", "#e6eaf1"
+_AXIS = dict(
+    automargin=True, gridcolor=_LINES, zerolinecolor=_LINES, tickcolor=_LINES,
+    tickfont=dict(color=_TEXT, size=12), minor=dict(gridcolor=_LINES),
+)  # fmt: skip
+_THEME = dict(
+    font=dict(color=_TEXT),
+    title=dict(font=dict(color="#2F2D2B", family='"Source Sans", sans-serif'), pad=dict(l=4)),
+    margin=dict(pad=8),
+    paper_bgcolor="#FFFFFF",
+    plot_bgcolor="#FFFFFF",
+    hoverlabel=dict(bgcolor="#FFFFFF", bordercolor="rgba(47, 45, 43, 0.2)",
+                    font=dict(color=_TEXT, size=12)),
+)  # fmt: skip
+_AXES = {
+    "x": dict(_AXIS, showgrid=False, zeroline=False, title=dict(font=dict(color=_TEXT, size=14),
+                                                                  standoff=20)),
+    "y": dict(_AXIS, ticklabelposition="outside", title=dict(font=dict(color=_TEXT, size=14),
+                                                             standoff=24)),
+}  # fmt: skip
+_AXIS_KEY = re.compile(r"^([xy])axis\d*$")
+
+
+def _under(defaults: dict, own: dict) -> dict:
+    """`own` over `defaults`, dicts merged all the way down (own's values win)."""
+    out = dict(defaults)
+    for k, v in own.items():
+        out[k] = _under(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _themed(layout: dict) -> dict:
+    """A layout without its template, with what Streamlit's theme would have given it: its
+    colours, fonts, automargin on every axis and the title in bold."""
+    out = _under(_THEME, {k: v for k, v in layout.items() if k != "template"})
+    for key, value in layout.items():
+        found = _AXIS_KEY.match(key)
+        if found and isinstance(value, dict):
+            out[key] = _under(_AXES[found.group(1)], value)
+    title = out.get("title")
+    if isinstance(title, dict) and title.get("text"):
+        out["title"] = dict(title, text=f"<b>{title['text']}</b>")
+    return out
+
+
+def for_browser(fig: go.Figure | Spec) -> Spec | go.Figure:
+    """A map (heatmap and image traces only) as the browser should get it, drawn once instead
+    of three times: Streamlit's chart applies its theme again after the first draw (a new
+    layout.template object), and plotly.js's react then replots everything (the template is
+    compared by identity) and, its arrays being new objects too, recomputes them. Without a
+    template (what the theme gave is set on the layout: `_themed`) and with a `datarevision`
+    that only changes with the data, that second react finds nothing to do (bench/
+    browser_512.py: All heads at 512 tokens drew 3 times). Give it to st.plotly_chart with
+    theme=None. Other figures come back as they are (their theme)."""
+    if isinstance(fig, Spec):
+        spec = fig
+    elif all(getattr(trace, "type", None) in MAP_TRACES for trace in fig.data):
+        spec = Spec(fig)
+    else:
+        return fig
+    data, layout = spec._spec["data"], spec._spec["layout"]
+    if not data or any(trace.get("type") not in MAP_TRACES for trace in data):
+        return fig
+    digest = spec.__dict__.get("_digest")
+    if digest is None:
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+        object.__setattr__(spec, "_digest", digest)  # a Spec never changes: once per Spec
+    new = object.__new__(Spec)
+    shown = _themed(layout)
+    shown["datarevision"] = digest
+    object.__setattr__(new, "_spec", {"data": data, "layout": shown})
+    object.__setattr__(new, "nbytes", spec.nbytes)
+    return new
 
 
 def tick_step(n: int, room: int = 48) -> int:
