@@ -47,7 +47,8 @@ def test_a_map_goes_without_template_with_its_numbers_and_hover() -> None:
         }
         assert axis["title"]["text"] == own[side]["title"]["text"]
         assert axis["automargin"] is True  # labels never cut off by the figure's 10 px margins
-    assert out["layout"]["title"]["text"] == "<b>w</b>"  # bold, as Streamlit's theme draws it
+    title = out["layout"]["title"]  # bold, as Streamlit's theme draws it; its text unchanged
+    assert title["text"] == "w" and title["font"]["weight"] == "bold"
 
 
 def test_datarevision_follows_the_data_only() -> None:

@@ -10,6 +10,7 @@ import pytest
 import attnviz
 from attnviz.ui.sidebar import DEFAULT_TEXT
 from attnviz.views.notebook import VIEWS
+from attnviz.views.spec import Spec, for_browser
 from tests.apphelpers import app, specs
 
 
@@ -19,7 +20,10 @@ def trace():
 
 
 def same_figure(ours, page_spec: dict) -> None:
-    mine = json.loads(ours.to_json())
+    """The page draws the figure the notebook gets, as views.spec.for_browser sends a map to the
+    browser (without a template, the theme's look on its layout)."""
+    sent = for_browser(ours)
+    mine = sent.to_dict() if isinstance(sent, Spec) else json.loads(ours.to_json())
     assert mine["data"] == page_spec["data"]
     assert mine["layout"]["title"] == page_spec["layout"]["title"]
 

@@ -132,8 +132,8 @@ def _themed(layout: dict) -> dict:
         if found and isinstance(value, dict):
             out[key] = _under(_AXES[found.group(1)], value)
     title = out.get("title")
-    if isinstance(title, dict) and title.get("text"):
-        out["title"] = dict(title, text=f"<b>{title['text']}</b>")
+    if isinstance(title, dict) and title.get("text"):  # bold, its text as the view wrote it
+        out["title"] = _under(title, {"font": {"weight": "bold"}})
     return out
 
 
