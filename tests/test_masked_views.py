@@ -68,5 +68,5 @@ def test_the_link_view_opens_a_decoder_link_on_keys_up_to_the_query() -> None:
     help_text = " ".join(c.value for c in at.caption)
     assert "0.167" in help_text and "6 keys" in help_text  # uniform over the 6 it may see
     assert not at.warning
-    grid = torch.as_tensor(z_of(heatmap_specs(at)[0]))
+    grid = torch.tensor(z_of(heatmap_specs(at)[0]))  # a copy: the decoded array is read-only
     assert float(grid.max()) > 0.05  # not a grid of zeros under a "1μ" colour bar
