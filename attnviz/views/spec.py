@@ -90,13 +90,16 @@ class Spec(BaseFigure):
 
 
 MAP_TRACES = frozenset({"heatmap", "image"})
+SENT_BARE = MAP_TRACES | {"bar"}  # figures for_browser sends without a template
 # What Streamlit's theme gave a chart (streamlit 1.67's light theme, read from a drawn chart's
 # layout.template in Chromium), set on the layout itself for a figure sent without a template.
 _TEXT, _LINES = "#808495", "#e6eaf1"
 _AXIS = dict(
-    automargin=True, gridcolor=_LINES, zerolinecolor=_LINES, tickcolor=_LINES,
-    tickfont=dict(color=_TEXT, size=12), minor=dict(gridcolor=_LINES),
+    automargin=True, gridcolor=_LINES, zerolinecolor=_LINES, tickcolor=_LINES, ticks="",
+    tickfont=dict(color=_TEXT, size=12),
 )  # fmt: skip
+# (On the layout, not in a template, a tick colour would turn tick marks on (ticks="" keeps them
+# off) and the template's minor.gridcolor would draw a minor grid: it is left out.)
 _THEME = dict(
     font=dict(color=_TEXT),
     title=dict(font=dict(color="#2F2D2B", family='"Source Sans", sans-serif'), pad=dict(l=4)),
@@ -138,8 +141,8 @@ def _themed(layout: dict) -> dict:
 
 
 def for_browser(fig: go.Figure | Spec) -> Spec | go.Figure:
-    """A map (heatmap and image traces only) as the browser should get it, drawn once instead
-    of three times: Streamlit's chart applies its theme again after the first draw (a new
+    """A map (heatmap and image traces) or a bar chart as the browser should get it, drawn once
+    instead of three times: Streamlit's chart applies its theme again after the first draw (a new
     layout.template object), and plotly.js's react then replots everything (the template is
     compared by identity) and, its arrays being new objects too, recomputes them. Without a
     template (what the theme gave is set on the layout: `_themed`) and with a `datarevision`
@@ -148,12 +151,12 @@ def for_browser(fig: go.Figure | Spec) -> Spec | go.Figure:
     theme=None. Other figures come back as they are (their theme)."""
     if isinstance(fig, Spec):
         spec = fig
-    elif all(getattr(trace, "type", None) in MAP_TRACES for trace in fig.data):
+    elif all(getattr(trace, "type", None) in SENT_BARE for trace in fig.data):
         spec = Spec(fig)
     else:
         return fig
     data, layout = spec._spec["data"], spec._spec["layout"]
-    if not data or any(trace.get("type") not in MAP_TRACES for trace in data):
+    if not data or any(trace.get("type") not in SENT_BARE for trace in data):
         return fig
     digest = spec.__dict__.get("_digest")
     if digest is None:
