@@ -121,10 +121,7 @@ def attend_lean(
     for r0 in range(0, n_q, step):
         r1 = min(n_q, r0 + step)
         lo, hi = key_range(rule, r0, r1)
-        rows = torch.arange(r0, r1, device=q.device)
-        cols = torch.arange(lo, hi, device=q.device)
-        ok = torch.stack([rule.allowed(rows, cols, i) for i in range(b)]).unsqueeze(1)
-        ok = ok.to(q.device)  # a rule's key mask may live on the CPU
+        ok = _allowed(rule, range(r0, r1), range(lo, hi), b, q.device).unsqueeze(1)
         # ok: [b, 1, r, c]; a row with no allowed key gets z = 0 and lse = 0 (weights all 0)
         live = ok.any(-1, keepdim=True)  # [b, 1, r, 1]
         qb = q[:, :, r0:r1].float()  # [b, head, r, d]
@@ -135,6 +132,14 @@ def attend_lean(
         z[:, :, r0:r1] = (w @ v_full[:, :, lo:hi].float()).to(q.dtype)  # [b, head, r, d]
         lse[:, :, r0:r1] = m.squeeze(-1).masked_fill(~live.squeeze(-1), 0.0)
     return z, lse
+
+
+def _allowed(rule: MaskRule, rows: range, cols: range, b: int, device) -> torch.Tensor:
+    """What each of the b items' queries `rows` may see of keys `cols`: bool [b, r, c] on
+    `device` (a rule's key mask may live on the CPU)."""
+    r = torch.arange(rows.start, rows.stop, device=device)
+    c = torch.arange(cols.start, cols.stop, device=device)
+    return torch.stack([rule.allowed(r, c, i) for i in range(b)]).to(device)
 
 
 def _cuda_fused(
@@ -171,8 +176,7 @@ def _cuda_biased(
     does not take these inputs."""
     b, h, n_q, _ = q.shape
     n_k = rule.n_k
-    rows, cols = torch.arange(n_q, device=q.device), torch.arange(n_k, device=q.device)
-    ok = torch.stack([rule.allowed(rows, cols, i) for i in range(b)]).to(q.device)  # [b, q, k]
+    ok = _allowed(rule, range(n_q), range(n_k), b, q.device)  # [b, q, k]
     padded = -(-n_k // 16) * 16  # the kernel wants the bias's rows aligned to 16 elements
     bias = torch.zeros(b, 1, n_q, padded, dtype=q.dtype, device=q.device)[..., :n_k]
     bias.masked_fill_(~ok.unsqueeze(1), float("-inf"))  # [b, 1, q, k]

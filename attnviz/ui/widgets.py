@@ -54,8 +54,8 @@ def chart(fig, key: str | None = None, name: str | None = None, **kwargs) -> obj
         # in place grew its fonts again on every rerun.
         fig = enlarge(fig.figure() if isinstance(fig, Spec) else go.Figure(fig))
     shown = for_browser(fig)
-    if isinstance(shown, Spec) and "template" not in shown._spec["layout"]:
-        kwargs.setdefault("theme", None)  # drawn once, not three times (views.spec.for_browser)
+    if shown is not fig:  # sent bare: drawn once, not three times (views.spec.for_browser)
+        kwargs.setdefault("theme", None)
     return st.plotly_chart(shown, config=config, key=key, **kwargs)
 
 
