@@ -32,7 +32,9 @@ def test_chinese_page(path: str, page) -> None:
     p.wait_count('[data-testid="stPlotlyChart"]', 1, timeout=90, at_least=True)
     # The sentence follows the language (issue 34), but on the Pretrained page the bundled
     # English model keeps the English one (Chinese would be [UNK]).
-    sentence = p.page.locator('[data-testid="stSidebar"] textarea').first.input_value()
+    box = '[data-testid="stSidebar"] textarea'  # filled by a run after the first chart, at load
+    p.page.wait_for_function(f"() => document.querySelector('{box}')?.value", timeout=30_000)
+    sentence = p.page.locator(box).first.input_value()
     english = "The animal didn't cross the street because it was too tired"
     assert sentence == (english if path == "pretrained" else "那只动物没有过马路，因为它太累了。")
     for _ in p.sizes():  # one run of the page, checked and shot at both window sizes
