@@ -13,15 +13,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from attnviz.engine.bundled import bundled_models
-from attnviz.engine.compare import compare
-from attnviz.engine.config import StackConfig
-from attnviz.engine.next_token import next_tokens
-from attnviz.engine.rollout import rollout
-from attnviz.engine.stack import trace_text
-from attnviz.engine.stats import special_share
-from attnviz.engine.trace import LayerTrace, Trace
-from attnviz.engine.words import grouped
+from attnviz.engine.collector import paused as _collector_paused
+
+with _collector_paused():  # torch: ~10^6 objects, 0.2 s of collections (engine/collector.py)
+    from attnviz.engine.bundled import bundled_models
+    from attnviz.engine.compare import compare
+    from attnviz.engine.config import StackConfig
+    from attnviz.engine.next_token import next_tokens
+    from attnviz.engine.rollout import rollout
+    from attnviz.engine.stack import trace_text
+    from attnviz.engine.stats import special_share
+    from attnviz.engine.trace import LayerTrace, Trace
+    from attnviz.engine.words import grouped
 
 if TYPE_CHECKING:
     from attnviz.engine.generate import generate

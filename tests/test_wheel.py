@@ -24,6 +24,7 @@ import pytest
 from attnviz import cli
 from tests.apphelpers import ROOT
 from tests.e2e.conftest import app_process
+from tests.installs import unmet
 from tests.wsclient import Session, chart_specs
 
 pytestmark = pytest.mark.slow
@@ -89,7 +90,8 @@ def test_the_wheel_carries_the_whole_app(wheel) -> None:
 
 def test_the_installed_package_imports_and_loads_the_bundled_model(venv) -> None:
     check = run([venv / "bin" / "python", "-m", "pip", "check"], cwd=venv)
-    assert check.returncode == 0, check.stdout + check.stderr  # every dependency is declared
+    # every dependency is declared (tests/installs.py: the one left out on purpose)
+    assert check.returncode == 0 or not unmet(check.stdout), check.stdout + check.stderr
     code = (
         "import attnviz, torch; torch.set_num_threads(1); print(attnviz.__file__);"
         "m = attnviz.load_model(device='cpu', progress=print);"

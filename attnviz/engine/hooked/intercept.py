@@ -15,8 +15,12 @@ from functools import cached_property
 from typing import Any
 
 import torch
-from transformers import AttentionInterface
-from transformers.masking_utils import AttentionMaskInterface, prepare_padding_mask, sdpa_mask
+
+from attnviz.engine.collector import paused
+
+with paused():  # transformers' model code: ~10^6 objects (engine/collector.py)
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, prepare_padding_mask, sdpa_mask
 
 from attnviz.engine.attention import attend
 from attnviz.engine.lean import MaskRule, attend_lean

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-import gc
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoModelForCausalLM,
-    AutoModelForSeq2SeqLM,
-    AutoTokenizer,
-    PreTrainedModel,
-)
+
+from attnviz.engine.collector import paused as collector_paused
+
+with collector_paused():  # transformers' model code: ~10^6 objects (engine/collector.py)
+    from transformers import (
+        AutoConfig,
+        AutoModel,
+        AutoModelForCausalLM,
+        AutoModelForSeq2SeqLM,
+        AutoTokenizer,
+        PreTrainedModel,
+    )
 
 from attnviz.engine import validate
 from attnviz.engine.budget import budget
@@ -301,22 +303,6 @@ def load_model(
         model.to(dev).eval().requires_grad_(False)  # inference only: trace and weights mix
         _say(progress, Message("load.done", name=label, device=str(dev)))
         return _loaded(model, tokenizer, label, dev)
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while a model loads. A load makes ~10^5 small
-    objects (modules, parameters, the tokenizer's added tokens) and no garbage cycles to speak
-    of, and each collection it triggers walks every object of torch and transformers: 0.24 s of
-    Gemma 3's cached load (median CPU time, 5 fresh processes each way). The collector comes
-    back as it was, also when the load fails."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _loaded(model: Any, tokenizer: Any, label: str, dev: torch.device) -> LoadedModel:
