@@ -268,3 +268,38 @@ def test_heads_view_past_page_cells_is_one_chart_of_pictures_and_two_numbers() -
     assert rows == {(x, y, 3.5, 4.5) for x, y in axes}
     top, entropy = (float(m.value) for m in at.metric)
     assert 0 < top < 1 and 0 < entropy <= 1
+
+
+# One query at a long input ---------------------------------------------------------------------
+
+
+def test_many_bars_are_one_stepped_outline_with_the_highlight_drawn_over_it() -> None:
+    """charts.bars past MANY_BARS: one filled step path (not a path per bar), hover per
+    position, the highlighted position as the one bar, no legend for the two traces."""
+    values = np.linspace(0.0, 1.0, charts.MANY_BARS + 1)
+    labels = [f"<t{i}>" for i in range(len(values))]
+    spec = json.loads(pio.to_json(charts.bars(values, labels, highlight=3)))
+    outline, bar = spec["data"]
+    assert outline["type"] == "scatter" and outline["line"]["shape"] == "hvh"
+    assert outline["fill"] == "tozeroy"
+    np.testing.assert_allclose(decode(outline["y"]), values)
+    assert outline["customdata"][5] == "&lt;t5&gt;"  # hover reads each position, escaped
+    assert bar["type"] == "bar" and bar["x"] == [3] and decode(bar["y"]) == [values[3]]
+    assert spec["layout"]["showlegend"] is False
+    few = json.loads(pio.to_json(charts.bars(values[:4], labels[:4], highlight=3)))
+    assert [d["type"] for d in few["data"]] == ["bar"]  # a sentence keeps a bar per token
+
+
+def test_one_query_at_a_long_input_tables_the_top_keys_and_offers_every_key() -> None:
+    at = app(query={"view": "query", "text": LONG_TEXT, "query": "7"})
+    assert not at.exception, at.exception
+    (shown,) = at.table
+    top = shown.value
+    bar = next(s for s in specs(at) if s["data"][0]["customdata"] is not None)
+    weights = decode(bar["data"][0]["y"])  # every key's weight, in the bars
+    assert len(weights) == len(LONG_TEXT.split()) and len(top) == 16
+    want = np.sort(weights)[::-1][:16]  # largest first; the table prints 4 decimals
+    np.testing.assert_allclose(top["softmax"].to_numpy(dtype=float), want, atol=5e-5)
+    assert set(top["allowed (not masked)"]) == {"✓"}
+    (csv,) = [b for b in at.get("download_button") if "CSV" in b.label]
+    assert "200" in csv.label

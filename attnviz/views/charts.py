@@ -15,6 +15,10 @@ from attnviz.views.colour import BLUE, GREY, HIGHLIGHT, PALETTE
 from attnviz.views.frames import to_numpy
 from attnviz.views.spec import apply_layout, escape, tick_step
 
+# More bars than this are drawn as one filled step outline (_stepped): at 512 a bar trace's 1,256
+# SVG elements took most of One query's chart time in Chromium (bench/browser_512.py).
+MANY_BARS = 128
+
 
 def bars(
     values: torch.Tensor | np.ndarray | Sequence[float],
@@ -30,16 +34,17 @@ def bars(
     categories, every k-th labelled by the browser from the pixels there are (as heatmap)."""
     v = to_numpy(torch.as_tensor(values)) if not isinstance(values, np.ndarray) else values
     labels = escape(labels)
-    colours = [HIGHLIGHT if i == highlight else BLUE for i in range(len(labels))]
-    fig = go.Figure(
-        go.Bar(
-            x=np.arange(len(labels)),
-            y=v,
-            marker_color=colours,
-            customdata=labels,
-            hovertemplate=f"%{{customdata}}<br>{html.escape(value_name)} %{{y:.4f}}<extra></extra>",
-        )
-    )
+    hover = f"%{{customdata}}<br>{html.escape(value_name)} %{{y:.4f}}<extra></extra>"
+    if len(labels) > MANY_BARS:
+        fig = go.Figure(_stepped(v, labels, hover, highlight), layout=dict(showlegend=False))
+    else:
+        colours = [HIGHLIGHT if i == highlight else BLUE for i in range(len(labels))]
+        fig = go.Figure(
+            go.Bar(
+                x=np.arange(len(labels)), y=v, marker_color=colours, customdata=labels,
+                hovertemplate=hover,
+            )
+        )  # fmt: skip
     step = tick_step(len(labels))
     fig.update_xaxes(
         tickmode="array", tickvals=list(range(0, len(labels), step)), ticktext=labels[::step]
@@ -51,6 +56,26 @@ def bars(
         )
     fig.update_yaxes(title=dict(text=html.escape(value_name)), gridcolor="#eee")
     return apply_layout(fig, title, height)
+
+
+def _stepped(v: np.ndarray, labels: list[str], hover: str, highlight: int | None) -> list:
+    """Many bars as one filled step outline (one SVG path; a bar trace draws a group and a path
+    per bar, 1,256 elements for 512 keys: One query's and Rollout's bars at long inputs), the
+    highlighted position as the one bar drawn over it. Hover reads each position as before."""
+    traces = [
+        go.Scatter(
+            x=np.arange(len(labels)), y=v, mode="lines", fill="tozeroy", fillcolor=BLUE,
+            line=dict(shape="hvh", width=1, color=BLUE), customdata=labels, hovertemplate=hover,
+        )
+    ]  # fmt: skip
+    if highlight is not None and 0 <= highlight < len(labels):
+        traces.append(
+            go.Bar(
+                x=[highlight], y=[v[highlight]], width=max(1, len(v) // MANY_BARS),
+                marker_color=HIGHLIGHT, customdata=[labels[highlight]], hovertemplate=hover,
+            )
+        )  # fmt: skip
+    return traces
 
 
 def lines(

@@ -18,6 +18,9 @@ from attnviz.ui.explorer.pickers import (
 from attnviz.ui.language import localized, t
 from attnviz.ui.widgets import chart, table
 from attnviz.views import frames, panels
+from attnviz.views.panels import is_long
+
+TOP_KEYS = 16  # One query's table at a long input: the keys with the largest weights
 
 
 @trace_fragment
@@ -27,14 +30,28 @@ def one_query(trace: Trace) -> None:
     lt = trace.layers[layer]
     steps = frames.query_frame(trace, layer, head, query)
     st.markdown(t("ex.query_formula", scale=lt.scale))
-    shown = localized(steps.drop(columns=["weight (trace)"]))
-    table(
-        shown,
-        hide_index=True,
-        width="stretch",
-        column_config={c: st.column_config.NumberColumn(format="%.4f") for c in shown.columns[1:5]},
-        key="query_table",
-    )
+    steps = steps.drop(columns=["weight (trace)"])
+    n = len(steps)
+    if is_long(n):  # the keys that matter, sorted; every key in the bars below and in the CSV
+        top = steps.sort_values("softmax", ascending=False).head(TOP_KEYS)
+        shown = localized(top.assign(allowed=top["allowed"].map({True: "✓", False: "–"})))
+        st.caption(t("ex.query_top", top=TOP_KEYS, n=n))
+    else:
+        shown = localized(steps)
+    formats = {c: st.column_config.NumberColumn(format="%.4f") for c in shown.columns[1:5]}
+    # a long input's few rows as an HTML table: drawn once, where the canvas table drew a
+    # second time after the page settled (its last change, ~0.3 s after the charts at 512)
+    table(shown, hide_index=True, width="stretch", column_config=formats, key="query_table",
+          wrap=is_long(n))  # fmt: skip
+    if is_long(n):
+        st.download_button(
+            t("ex.csv_query", n=n),
+            lambda: steps.to_csv(index=False),
+            file_name=f"query_L{layer}_H{head}_q{query}.csv",
+            mime="text/csv",
+            on_click="ignore",
+            key="csv_query",
+        )
     figs = panels.query_figures(trace, selection(layer=layer, head=head, query=query))
     bars, q_vector, qk_products = figs
     chart(bars, key="query_bars", name=f"weights_L{layer}_H{head}_query{query}")
