@@ -87,3 +87,20 @@ def test_picture_axes_allow_label_overflow() -> None:
     assert fig.layout.xaxis.ticklabeloverflow == fig.layout.yaxis.ticklabeloverflow == "allow"
     shown = for_browser(fig).to_dict()
     assert "template" not in shown["layout"] and shown["data"][0]["source"].startswith("data:")
+
+
+def test_many_bars_go_without_template_and_no_axis_measures_its_labels() -> None:
+    """charts.bars' step outline (a scatter with its own colours) goes bare like the bars; a line
+    that takes its colour from the template does not (test above). Every bare axis lets its
+    labels overflow: plotly.js's default on a numeric axis measured each label after the draw."""
+    from attnviz.views import charts
+
+    values = np.linspace(0, 1, charts.MANY_BARS * 2)
+    fig = charts.bars(values, [f"t{i}" for i in range(len(values))], highlight=5)
+    out = for_browser(fig).to_dict()
+    assert "template" not in out["layout"]
+    assert [d["type"] for d in out["data"]] == ["scatter", "bar"]
+    assert out["layout"]["xaxis"]["ticklabeloverflow"] == "allow"
+    assert out["layout"]["yaxis"]["ticklabeloverflow"] == "allow"
+    plain = go.Figure(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", fill="tozeroy"))
+    assert for_browser(plain) is plain  # its fill colour would come from the template
