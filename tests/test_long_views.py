@@ -286,6 +286,9 @@ def test_many_bars_are_one_stepped_outline_with_the_highlight_drawn_over_it() ->
     assert outline["customdata"][5] == "&lt;t5&gt;"  # hover reads each position, escaped
     assert bar["type"] == "bar" and bar["x"] == [3] and decode(bar["y"]) == [values[3]]
     assert spec["layout"]["showlegend"] is False
+    named = json.loads(pio.to_json(charts.bars(values, labels, highlight=3, auto_ticks=True)))
+    assert named["data"][1]["x"] == ["3: &lt;t3&gt;"]  # Rollout's categories: still at 3
+    assert named["data"][0]["x"][:2] == ["0: &lt;t0&gt;", "1: &lt;t1&gt;"]
     few = json.loads(pio.to_json(charts.bars(values[:4], labels[:4], highlight=3)))
     assert [d["type"] for d in few["data"]] == ["bar"]  # a sentence keeps a bar per token
 

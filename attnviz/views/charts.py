@@ -50,7 +50,9 @@ def bars(
         tickmode="array", tickvals=list(range(0, len(labels), step)), ticktext=labels[::step]
     )
     if auto_ticks:
-        fig.update_traces(x=[f"{i}: {lab}" for i, lab in enumerate(labels)])
+        names = [f"{i}: {lab}" for i, lab in enumerate(labels)]
+        for trace in fig.data:  # each trace's own positions (the step outline's highlight: one)
+            trace.x = [names[int(i)] for i in trace.x]
         fig.update_xaxes(
             type="category", tickmode="auto", tickangle=-90, tickvals=None, ticktext=None
         )
