@@ -423,26 +423,32 @@ def test_what_a_pause_made_goes_to_the_oldest_generation_and_nothing_stays_froze
     class Node:
         pass
 
-    with collector.paused():
-        made = [[] for _ in range(50)]
-        cycle = Node()
-        cycle.me = cycle  # garbage in a cycle, made while paused
-        gone = weakref.ref(cycle)
-        del cycle
-    assert gc.isenabled() and gc.get_freeze_count() == 0
-    oldest = {id(o) for o in gc.get_objects(generation=2)}
-    assert all(id(m) in oldest for m in made)
-    assert gone() is not None  # no collection ran
-    gc.collect()
-    assert gone() is None  # collected like any old object
-    gc.freeze()  # a server's freeze after its warm-up (serve/warmup.py) is kept
+    # A test before this one in the same worker may have frozen the collector like a server's
+    # warm-up (serve/warmup.freeze_gc): start from nothing frozen, and freeze again after.
+    frozen_before = gc.get_freeze_count()
+    gc.unfreeze()
     try:
+        with collector.paused():
+            made = [[] for _ in range(50)]
+            cycle = Node()
+            cycle.me = cycle  # garbage in a cycle, made while paused
+            gone = weakref.ref(cycle)
+            del cycle
+        assert gc.isenabled() and gc.get_freeze_count() == 0
+        oldest = {id(o) for o in gc.get_objects(generation=2)}
+        assert all(id(m) in oldest for m in made)
+        assert gone() is not None  # no collection ran
+        gc.collect()
+        assert gone() is None  # collected like any old object
+        gc.freeze()  # a server's freeze after its warm-up (serve/warmup.py) is kept
         frozen = gc.get_freeze_count()
         with collector.paused():
             made = [[] for _ in range(50)]
         assert gc.get_freeze_count() > frozen // 2 and gc.isenabled()  # not unfrozen (0)
     finally:
         gc.unfreeze()
+        if frozen_before:
+            gc.freeze()
 
 
 def test_the_package_imports_torch_and_transformers_with_the_collector_paused():
