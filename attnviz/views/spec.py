@@ -165,12 +165,12 @@ def for_browser(fig: go.Figure | Spec) -> Spec | go.Figure:
     theme=None. Other figures come back as they are (their theme)."""
     if isinstance(fig, Spec):
         spec = fig
-    elif all(_bare(trace.to_plotly_json()) for trace in fig.data):
+    elif all(trace.type in SENT_BARE or trace.type == "scatter" for trace in fig.data):
         spec = Spec(fig)
     else:
         return fig
     data, layout = spec._spec["data"], spec._spec["layout"]
-    if not data or not all(_bare(trace) for trace in data):
+    if not data or not all(_bare(trace) for trace in data):  # a scatter: its own colours?
         return fig
     digest = spec.__dict__.get("_digest")
     if digest is None:

@@ -31,8 +31,8 @@ def one_query(trace: Trace) -> None:
     steps = frames.query_frame(trace, layer, head, query)
     st.markdown(t("ex.query_formula", scale=lt.scale))
     steps = steps.drop(columns=["weight (trace)"])
-    n = len(steps)
-    if is_long(n):  # the keys that matter, sorted; every key in the bars below and in the CSV
+    n, long = len(steps), is_long(len(steps))
+    if long:  # the keys that matter, sorted; every key in the bars below and in the CSV
         top = steps.sort_values("softmax", ascending=False).head(TOP_KEYS)
         shown = localized(top.assign(allowed=top["allowed"].map({True: "✓", False: "–"})))
         st.caption(t("ex.query_top", top=TOP_KEYS, n=n))
@@ -42,8 +42,8 @@ def one_query(trace: Trace) -> None:
     # a long input's few rows as an HTML table: drawn once, where the canvas table drew a
     # second time after the page settled (its last change, ~0.3 s after the charts at 512)
     table(shown, hide_index=True, width="stretch", column_config=formats, key="query_table",
-          wrap=is_long(n))  # fmt: skip
-    if is_long(n):
+          wrap=long)  # fmt: skip
+    if long:
         st.download_button(
             t("ex.csv_query", n=n),
             lambda: steps.to_csv(index=False),
