@@ -17,20 +17,20 @@ from attnviz.engine.collector import paused as _collector_paused
 
 with _collector_paused():  # torch: ~10^6 objects, 0.2 s of collections (engine/collector.py)
     from attnviz.engine.bundled import bundled_models
-    from attnviz.engine.compare import compare
     from attnviz.engine.config import StackConfig
-    from attnviz.engine.next_token import next_tokens
-    from attnviz.engine.rollout import rollout
     from attnviz.engine.stack import trace_text
-    from attnviz.engine.stats import special_share
     from attnviz.engine.trace import LayerTrace, Trace
-    from attnviz.engine.words import grouped
+    from attnviz.measures.compare import compare
+    from attnviz.measures.next_token import next_tokens
+    from attnviz.measures.rollout import rollout
+    from attnviz.measures.stats import special_share
+    from attnviz.measures.words import grouped
 
 if TYPE_CHECKING:
     from attnviz.engine.generate import generate
     from attnviz.engine.hooked import load_model, trace_model
-    from attnviz.engine.lens import head_logits, logit_lens
-    from attnviz.engine.roles import head_roles
+    from attnviz.measures.lens import head_logits, logit_lens
+    from attnviz.measures.roles import head_roles
     from attnviz.serve.corpus_ray import atlas_corpus
     from attnviz.views.notebook import show
 
@@ -63,7 +63,7 @@ def __getattr__(name: str):
 
         return getattr(hooked, name)
     if name in ("head_logits", "logit_lens"):  # a decoder's logits, read through its modules
-        from attnviz.engine import lens
+        from attnviz.measures import lens
 
         return getattr(lens, name)
     if name == "generate":  # attention while a decoder generates (needs transformers)
@@ -76,7 +76,7 @@ def __getattr__(name: str):
         return show
     if name == "head_roles":
         # The head atlas: a DataFrame of every head's scores and role over many texts (pandas).
-        from attnviz.engine.roles import head_roles
+        from attnviz.measures.roles import head_roles
 
         return head_roles
     if name == "atlas_corpus":

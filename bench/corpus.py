@@ -37,7 +37,7 @@ MODELS = ("sentence-transformers/all-MiniLM-L6-v2", "attnviz-char-zh-en")
 
 
 def corpus(n: int, seed: int = 0) -> list[str]:
-    from attnviz.engine.roles import probe_texts
+    from attnviz.measures.roles import probe_texts
 
     pool = []
     for lang in ("en", "zh"):
@@ -120,8 +120,8 @@ def child_long(args) -> dict:
     sys.path.insert(0, str(ROOT / "bench"))
     from long_context import build, text_of
 
-    from attnviz.engine import roles
     from attnviz.engine.hooked import load_model, trace_model
+    from attnviz.measures import roles
 
     with tempfile.TemporaryDirectory() as folder:
         build(folder)

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHILD = """
 import json, sys, torch
 torch.set_num_threads(1)
-from attnviz.engine.lab import LabConfig, train
+from attnviz.training.lab import LabConfig, train
 r = train(LabConfig(**json.loads(sys.argv[1])))
 print(json.dumps(dict(seconds=r.seconds, stopped=r.stopped, steps=r.steps_done,
     crossed=r.crossed(), points=[p.__dict__ for p in r.points])))

@@ -243,8 +243,8 @@ def child_oracle(name: str, n: int) -> dict:
 def child_atlas(name: str) -> dict:
     import torch
 
-    from attnviz.engine.next_token import next_tokens
-    from attnviz.engine.roles import head_roles, probe_list
+    from attnviz.measures.next_token import next_tokens
+    from attnviz.measures.roles import head_roles, probe_list
 
     torch.set_num_threads(1)
     model = _load(name)

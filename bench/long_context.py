@@ -86,7 +86,7 @@ def child_trace(folder: str, n: int) -> dict:
     t0 = time.perf_counter()
     trace = trace_model(model, text_of(n), max_length=n)
     out = {"seconds": time.perf_counter() - t0, "rss": peak_rss(), "n": len(trace.tokens)}
-    from attnviz.engine.stats import head_stats  # the views' imports after the RSS is read
+    from attnviz.measures.stats import head_stats  # the views' imports after the RSS is read
     from attnviz.views import panels
     from attnviz.views.selection import Selection
 

@@ -21,7 +21,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from attnviz import load_model  # noqa: E402
-from attnviz.engine.training import chars, corpus, scoring  # noqa: E402
+from attnviz.training import chars, corpus, scoring  # noqa: E402
 
 NAME = "attnviz-char-zh-en"
 LOAD = (

@@ -42,9 +42,9 @@ from attnviz import (  # noqa: E402
     trace_model,
 )
 from attnviz.engine.hooked.readout import w_o_matrix  # noqa: E402
-from attnviz.engine.roles import probe_texts  # noqa: E402
 from attnviz.engine.trace import pooled_weights  # noqa: E402
 from attnviz.engine.writes import key_norms  # noqa: E402
+from attnviz.measures.roles import probe_texts  # noqa: E402
 
 CHAR = "attnviz-char-zh-en"
 CHAR_TEXT = (

@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from attnviz.engine.training import chars, corpus, loop, save  # noqa: E402
-from attnviz.engine.training.model import TrainConfig, n_params  # noqa: E402
+from attnviz.training import chars, corpus, loop, save  # noqa: E402
+from attnviz.training.model import TrainConfig, n_params  # noqa: E402
 
 NAME = "char-zh-en"
 # Two stages: stage 1 from a random start (warm-up, cosine), stage 2 goes on from its weights with

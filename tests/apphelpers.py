@@ -100,7 +100,7 @@ def small_atlas_probes(monkeypatch) -> None:
     texts through the page (hostile texts, URL walks) measure with two probes a language instead
     (a natural sentence and a repeated sequence): the user's text is still measured, with the
     probes it joins, and the page is still drawn from that measurement."""
-    from attnviz.engine import roles
+    from attnviz.measures import roles
 
     full = roles.probe_texts
 

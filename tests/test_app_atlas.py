@@ -54,7 +54,7 @@ def test_link_opens_the_head_and_its_example():
     assert not at.exception, at.exception
     assert at.subheader[0].value == "Layer 0, head 2: previous token"
     assert float(at.metric[0].value) > 0.9  # previous token
-    from attnviz.engine.roles import probe_list
+    from attnviz.measures.roles import probe_list
 
     link = _link(at)
     assert link["page"] == "pretrained"
@@ -166,7 +166,7 @@ def saved_atlases(tmp_path_factory):
     """Two saved corpus atlases under a data directory, written as `attnviz atlas` writes them
     (without Ray: the same score_batch and Store)."""
     from attnviz.engine.hooked import load_model
-    from attnviz.engine.roles import probe_list
+    from attnviz.measures.roles import probe_list
     from attnviz.serve import corpus
 
     root = tmp_path_factory.mktemp("atlases")

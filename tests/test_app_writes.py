@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import attnviz
-from attnviz.engine.lens import head_logits, logit_lens
+from attnviz.measures.lens import head_logits, logit_lens
 from tests.apphelpers import app, heatmap_specs, specs, z_of
 
 PAGE = "app_pages/pretrained.py"

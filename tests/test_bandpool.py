@@ -165,8 +165,8 @@ def test_a_long_trace_made_by_the_server_starts_its_overview_pass(monkeypatch) -
 def test_the_engine_makes_a_long_traces_summaries_without_starting_a_thread() -> None:
     """The data model starts no thread: a notebook's overview and statistics of a long trace are
     made in the caller's thread (the server's pool is serve's, started by serve)."""
-    from attnviz.engine import stats
     from attnviz.engine.trace import pooled_weights
+    from attnviz.measures import stats
 
     ls = layers(2, 40, seed=7)
     trace = Trace(tokens=[f"t{i}" for i in range(40)], layers=ls, source="t")

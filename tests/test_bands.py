@@ -12,8 +12,8 @@ import torch
 
 from attnviz.engine import bands
 from attnviz.engine.lean import MaskRule, attend_lean, lean_scores, lean_weights
-from attnviz.engine.stats import head_stats, layer_saturation
 from attnviz.engine.trace import LayerTrace, Trace
+from attnviz.measures.stats import head_stats, layer_saturation
 
 RULES = {
     "bidirectional": dict(causal=False),
@@ -113,7 +113,7 @@ def test_one_pass_serves_both_and_is_memoized(monkeypatch) -> None:
 def test_weight_shift_of_lean_traces_equals_the_whole_weights_one(monkeypatch) -> None:
     """The what-if's shift per head, a block of rows at a time, equals it from the whole maps."""
     from attnviz.engine import lean
-    from attnviz.engine.stats import weight_shift
+    from attnviz.measures.stats import weight_shift
 
     monkeypatch.setattr(lean, "BLOCK_CELLS", 60 * 7)  # 7-row blocks
     tokens = [f"t{i}" for i in range(50)]

@@ -8,9 +8,9 @@ import torch
 
 import attnviz.engine.budget as budget_module
 from attnviz import compare
-from attnviz.engine.compare import aligned
 from attnviz.engine.hooked import load_model, trace_model
-from attnviz.engine.stats import head_stats
+from attnviz.measures.compare import aligned
+from attnviz.measures.stats import head_stats
 
 A = "我爱水课，因为它很有趣。"
 B = "我爱水课，因为他很有趣。"

@@ -20,7 +20,7 @@ import torch
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 from attnviz.engine.hooked import embedding_cosine, load_model, trace_model
-from attnviz.engine.stats import weight_shift
+from attnviz.measures.stats import weight_shift
 from attnviz.ui.sidebar import DEFAULT_TEXT
 from tests.apphelpers import decode
 from tests.wsclient import Session, chart_specs, server

@@ -15,8 +15,8 @@ import pytest
 
 from attnviz import cli
 from attnviz.engine import budget as budget_module
-from attnviz.engine import roles
 from attnviz.engine.hooked import load_model, trace_model
+from attnviz.measures import roles
 from attnviz.serve import corpus
 from attnviz.serve.corpus_ray import STALL_ENV, check_address, plan
 

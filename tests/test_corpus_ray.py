@@ -21,8 +21,8 @@ import pytest
 import torch
 
 from attnviz import atlas_corpus
-from attnviz.engine import roles
 from attnviz.engine.hooked import load_model
+from attnviz.measures import roles
 from attnviz.serve import corpus, corpus_ray
 
 ray = pytest.importorskip("ray")

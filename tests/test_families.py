@@ -362,8 +362,8 @@ def test_a_tokenizer_without_a_pad_token_still_pads_a_batch(tmp_path, tokenizer)
 def test_head_stats_use_each_layers_own_mask() -> None:
     """A model mixing full and sliding-window layers (Qwen2's layer_types): uniform weights over
     each layer's allowed keys have relative entropy 1 in both layers."""
-    from attnviz.engine.stats import head_stats
     from attnviz.engine.trace import LayerTrace, Trace
+    from attnviz.measures.stats import head_stats
 
     n = 6
     full = expected_mask(n, n, None)  # [q, k]

@@ -373,7 +373,7 @@ def test_the_lab_limits_come_from_the_budget_and_the_serving_knobs() -> None:
     import sys
 
     code = (
-        "import attnviz.engine.lab as lab, attnviz.serve.lab as jobs; "
+        "import attnviz.training.lab as lab, attnviz.serve.lab as jobs; "
         "print(lab.LAB_SECONDS, jobs.LAB_RUNS)"
     )
     env = dict(os.environ, ATTNVIZ_LAB_SECONDS="5", ATTNVIZ_LAB_RUNS="3")

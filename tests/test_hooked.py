@@ -26,7 +26,7 @@ from attnviz.engine.hooked import (
     trace_each,
     trace_model,
 )
-from attnviz.engine.stats import mean_entropy, mean_max_weight
+from attnviz.measures.stats import mean_entropy, mean_max_weight
 
 TEXT = "The cat sat on the mat."
 PAIR = "It was very happy."

@@ -2,7 +2,7 @@
 
 import pytest
 
-from attnviz.engine.stats import heads_linking
+from attnviz.measures.stats import heads_linking
 
 
 @pytest.fixture(scope="module")

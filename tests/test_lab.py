@@ -1,4 +1,4 @@
-"""The training lab (attnviz.engine.lab, attnviz.serve.lab): an induction head forms within the
+"""The training lab (attnviz.training.lab, attnviz.serve.lab): an induction head forms within the
 default budget at a fixed seed, ÷√d_k keeps the gradient through the softmax alive at d_k = 256,
 bad settings get clear messages, and the server trains at most LAB_RUNS jobs at once."""
 
@@ -11,7 +11,8 @@ import time
 import pytest
 import torch
 
-from attnviz.engine.lab import (
+from attnviz.serve import lab as jobs
+from attnviz.training.lab import (
     INDUCTION_THRESHOLD,
     LAB_SECONDS,
     AttentionOnly,
@@ -20,7 +21,6 @@ from attnviz.engine.lab import (
     most_steps,
     train,
 )
-from attnviz.serve import lab as jobs
 
 
 @pytest.fixture(autouse=True)

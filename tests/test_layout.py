@@ -1,7 +1,8 @@
-"""The package's shape, read from its own imports (issue 21): folders by job, imports only
-downward, no cycle, no module past 450 lines, at most 8 modules loose in attnviz/.
+"""The package's shape, read from its own imports: folders by job, imports only downward, no
+cycle, no module past 450 lines, at most 8 modules loose in attnviz/.
 
-    pages (attnviz/app.py, attnviz/app_pages/) -> ui -> serve -> views, lessons -> engine
+    pages (attnviz/app.py, attnviz/app_pages/) -> ui -> serve -> views, lessons
+        -> measures (reading traces), training (the models attnviz trains) -> engine (making them)
 
 attnviz/i18n.py (the UI strings) is a foundation any job may import. The same reading prints a
 summary: `python tests/test_layout.py` (rooms, arrows, cycles, the longest files).
@@ -13,15 +14,17 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "attnviz"
-JOBS = ("engine", "lessons", "views", "serve", "ui")
+JOBS = ("engine", "measures", "training", "lessons", "views", "serve", "ui")
 # What each job may import from attnviz, besides itself and the foundation modules.
 ALLOWED = {
     "engine": set(),
-    "lessons": {"engine"},
-    "views": {"engine"},
-    "serve": {"engine", "views", "lessons"},
-    "ui": {"engine", "views", "lessons", "serve"},
-    "pages": {"engine", "views", "lessons", "serve", "ui"},
+    "measures": {"engine"},
+    "training": {"engine"},
+    "lessons": {"engine", "measures"},
+    "views": {"engine", "measures", "training"},
+    "serve": {"engine", "measures", "training", "views", "lessons"},
+    "ui": {"engine", "measures", "training", "views", "lessons", "serve"},
+    "pages": {"engine", "measures", "training", "views", "lessons", "serve", "ui"},
 }
 FOUNDATION = {"attnviz.i18n"}
 MAX_LINES = 450

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz.engine.stats import head_stats
+from attnviz.measures.stats import head_stats
 from attnviz.views import maps, panels
 from attnviz.views.selection import Selection
 from tests.apphelpers import decode
@@ -76,13 +76,13 @@ def test_head_image_window_query_and_link_views_agree(pair) -> None:
     assert torch.allclose(
         torch.as_tensor(link_a.data[0].z), torch.as_tensor(link_b.data[0].z), equal_nan=True
     )
-    from attnviz.engine.stats import heads_linking
+    from attnviz.measures.stats import heads_linking
 
     ranked, want = heads_linking(lean, 200, 150, top=5), heads_linking(full, 200, 150, top=5)
     assert [r[:2] for r in ranked] == [r[:2] for r in want]
     assert all(abs(a[2] - b[2]) < 1e-5 for a, b in zip(ranked, want, strict=True))
-    from attnviz.engine.links import default_link
-    from attnviz.engine.stats import weight_shift
+    from attnviz.measures.links import default_link
+    from attnviz.measures.stats import weight_shift
 
     assert default_link(lean) == default_link(full)
     # the what-if's shift: a lean pair against the full pair of the same two traces

@@ -11,7 +11,7 @@ import torch
 
 import attnviz.engine.budget as budget_module
 from attnviz.engine.hooked import load_model, trace_model
-from attnviz.engine.lens import head_logits, logit_lens
+from attnviz.measures.lens import head_logits, logit_lens
 from tests.writes_models import PATHS, bundled, eager_inputs, gemma3_family, get, make_pair
 
 ATOL = 1e-4

@@ -250,7 +250,7 @@ def test_generation_rows_equal_hf_eager_and_text_has_no_mojibake(llm):
 
 
 def test_head_roles_scores_are_the_traces_scores(llm):
-    from attnviz.engine.roles import head_roles
+    from attnviz.measures.roles import head_roles
 
     name, model, hf = llm
     texts = ["one two three four five one two three four five", TEXT]
@@ -272,7 +272,7 @@ def test_logit_lens_reruns_a_trace_whose_labels_are_not_the_vocabularys_pieces(l
     """The trace's tokens are labels (SmolLM2's byte pieces read as characters), so the rerun
     takes the ids tracing kept; the lens's last row is the trace's own prediction and no token
     it names is U+FFFD."""
-    from attnviz.engine.lens import head_logits, logit_lens
+    from attnviz.measures.lens import head_logits, logit_lens
 
     name, model, hf = llm
     trace = trace_model(model, TEXT)

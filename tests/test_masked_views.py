@@ -8,8 +8,8 @@ import numpy as np
 import torch
 
 from attnviz import StackConfig, trace_text
-from attnviz.engine.links import default_link, default_query, is_causal
 from attnviz.i18n import translate
+from attnviz.measures.links import default_link, default_query, is_causal
 from attnviz.views import panels
 from attnviz.views.selection import Selection
 from tests.apphelpers import app, heatmap_specs, z_of

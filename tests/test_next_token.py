@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from attnviz.engine.grouping import expanded_error, mode
-from attnviz.engine.next_token import probabilities, top_k
 from attnviz.engine.trace import LayerTrace, Trace
 from attnviz.lessons.costs import kv_cache_bytes
+from attnviz.measures.next_token import probabilities, top_k
 from attnviz.views.charts import next_tokens
 
 

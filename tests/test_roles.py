@@ -1,4 +1,4 @@
-"""head_roles (attnviz.engine.roles) against the truth.
+"""head_roles (attnviz.measures.roles) against the truth.
 
 1. Its scores equal the issue's definitions recomputed here, independently, from Hugging Face's
    eager attention (`output_attentions`), within 1e-4: on the bundled model and a tiny random
@@ -27,10 +27,10 @@ from transformers import (
 )
 
 from attnviz import StackConfig
-from attnviz.engine import roles
 from attnviz.engine.hooked import load_model, resolve
-from attnviz.engine.qkmap import qk_map
 from attnviz.engine.trace import LayerTrace, Trace
+from attnviz.measures import roles
+from attnviz.measures.qkmap import qk_map
 
 ATOL = 1e-4
 SCORES = ["previous_token", "first_token", "self", "duplicate_token", "induction", "entropy"]

@@ -17,9 +17,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
 from attnviz.engine import budget as budget_module
-from attnviz.engine import role_scores, roles
 from attnviz.engine.hooked import load_model, resolve, trace_model
 from attnviz.engine.trace import LayerTrace, Trace
+from attnviz.measures import role_scores, roles
 from tests.test_bands import RULES, full_copy, lean_layer
 
 TEXTS = [

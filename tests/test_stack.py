@@ -13,9 +13,9 @@ import torch.nn.functional as F
 from attnviz import StackConfig, Trace, trace_text
 from attnviz.engine.attention import attend
 from attnviz.engine.stack import build_weights, run_stack
-from attnviz.engine.stats import head_stats
 from attnviz.engine.tokenize import tokenize
 from attnviz.lessons.sharing import expand_to_mha
+from attnviz.measures.stats import head_stats
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 

@@ -13,8 +13,8 @@ from transformers import AutoTokenizer, LlamaForCausalLM
 import attnviz
 from attnviz import load_model, trace_model
 from attnviz.engine.bundled import trained_folder
-from attnviz.engine.training import chars, corpus, loop, save, scoring
-from attnviz.engine.training.model import TrainConfig
+from attnviz.training import chars, corpus, loop, save, scoring
+from attnviz.training.model import TrainConfig
 
 NAME = "attnviz-char-zh-en"
 TANG = "床前明月光，疑是地上霜。\n举头望明月，低头思故乡。"

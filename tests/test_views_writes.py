@@ -9,12 +9,12 @@ import pytest
 import torch
 
 import attnviz
-from attnviz.engine.compare import compare_fields
-from attnviz.engine.pieces import scheme
-from attnviz.engine.stats import head_stats, special_share
 from attnviz.engine.trace import pooled_weights
-from attnviz.engine.words import grouped
 from attnviz.engine.writes import row_shares
+from attnviz.measures.compare import compare_fields
+from attnviz.measures.pieces import scheme
+from attnviz.measures.stats import head_stats, special_share
+from attnviz.measures.words import grouped
 from attnviz.views import compare, panels, writes
 from attnviz.views.selection import Selection
 from tests.apphelpers import decode
@@ -162,7 +162,7 @@ def test_two_texts_that_do_not_align_are_compared_by_statistics_only() -> None:
 
 
 def test_head_logits_and_lens_views_draw_the_engines_tables() -> None:
-    from attnviz.engine.lens import head_logits, logit_lens
+    from attnviz.measures.lens import head_logits, logit_lens
 
     model = attnviz.load_model("attnviz-char-zh-en", device="cpu")
     trace = attnviz.trace_model(model, "The animal didn't cross the street because it was tir")

@@ -1,4 +1,4 @@
-"""attnviz.engine.whatif on the bundled model: what silencing a head moves and what it cannot."""
+"""attnviz.measures.whatif on the bundled model: what silencing a head moves and what it cannot."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attnviz import load_model, trace_model
-from attnviz.engine.whatif import compare, head_ids, parse_head_ids
+from attnviz.measures.whatif import compare, head_ids, parse_head_ids
 
 TEXT = "The animal didn't cross the street because it was too tired"
 

@@ -14,8 +14,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 import attnviz.engine.budget as budget_module
 from attnviz import StackConfig, grouped, special_share, trace_text
 from attnviz.engine.hooked import load_model, resolve, trace_model
-from attnviz.engine.pieces import groups_of, scheme
 from attnviz.engine.trace import pooled_weights
+from attnviz.measures.pieces import groups_of, scheme
 from tests.test_moved import eager_moved
 from tests.writes_models import bundled, eager_inputs
 

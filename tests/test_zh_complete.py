@@ -124,7 +124,7 @@ def visible_texts(at) -> list[str]:
 def _allowed_words(at) -> set[str]:
     """The page's own sentences: token text stays as typed (and in pieces, as tokenizers cut);
     the head atlas's probe texts too (its table of strongest texts quotes them)."""
-    from attnviz.engine.roles import probe_list
+    from attnviz.measures.roles import probe_list
 
     sentences = list(examples("en").values()) + list(examples("zh").values())
     sentences += probe_list("both")

@@ -4,7 +4,7 @@ every tensor, plus what-if knobs with a diff and, for decoders, the next token."
 import streamlit as st
 
 from attnviz import ui
-from attnviz.engine import whatif
+from attnviz.measures import whatif
 from attnviz.serve.public import allowed_models, public
 from attnviz.ui import explorer, markup, models, pretrained, url
 from attnviz.ui import whatif as whatif_panel

@@ -5,7 +5,7 @@ import math
 import streamlit as st
 
 from attnviz import StackConfig, ui
-from attnviz.engine.stats import mean_max_weight
+from attnviz.measures.stats import mean_max_weight
 from attnviz.ui import url
 from attnviz.views import charts
 from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map

@@ -42,7 +42,7 @@ class LayerSummary:
     than one, "prev": live rows after the first); `pooled_moved`: the same pooling of `moved`
     (weights x the per-key norms, engine/writes.py; None without norms or side); `col_sums`:
     each head's weights summed over every query row, [head, n_k] float64 (moved's column sums
-    are these times the norms: the Kobayashi shares, engine/stats.special_share)."""
+    are these times the norms: the Kobayashi shares, measures/stats.special_share)."""
 
     pooled: torch.Tensor | None
     sums: dict[str, torch.Tensor]
@@ -293,7 +293,7 @@ def _add_moved_stats(sums, w, wlog, per_key, rows, c0: int, n_allowed, specials)
 
 
 def _add_stats(sums, w, wlog, rows, c0: int, c1: int, n_allowed, specials) -> None:
-    """Add a band's row values of every statistic (attnviz.engine.stats.head_stats) to `sums`;
+    """Add a band's row values of every statistic (attnviz.measures.stats.head_stats) to `sums`;
     wlog: w·log2 w (the exponent times w)."""
     dev = w.device
     n_allowed = n_allowed.to(dev)

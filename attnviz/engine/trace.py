@@ -1,7 +1,7 @@
 """Trace and LayerTrace: every per-head tensor of one run, no batch dimension.
 
 What is stored may live on a GPU, be float16 or be recomputed on access; every field reads as a CPU
-float32 tensor (see LayerTrace). Statistics over a trace are in attnviz.engine.stats.
+float32 tensor (see LayerTrace). Statistics over a trace are in attnviz.measures.stats.
 """
 
 from __future__ import annotations
@@ -292,7 +292,7 @@ def pooled_weights(trace: Trace, th: int, tw: int, name: str = "weights") -> tor
                 f_norm_of(layer)  # says why there is no moved
             out.append(summary.pooled if name == "weights" else summary.pooled_moved)
             continue
-        if getattr(layer, "grouped", False):  # words of pieces (engine/words.py), in bands
+        if getattr(layer, "grouped", False):  # words of pieces (measures/words.py), in bands
             out.append(layer.pooled(th, tw, name))
             continue
         w = layer.stored("weights") if name == "weights" else layer.moved  # [head, q, k]

@@ -11,7 +11,7 @@ weighs each attention weight by the size of what it carries. The per-key norms a
 when the trace is made (a [head, n_k] tensor, LayerTrace.f_norm); `moved` is recomputed from the
 weights on access, so a long (lean) trace stores nothing n x n for it either. The output bias is
 left out, as in the paper: it is added whatever the weights are. The share of each head's
-movement that reaches special tokens is attnviz.engine.stats.special_share.
+movement that reaches special tokens is attnviz.measures.stats.special_share.
 """
 
 from __future__ import annotations

@@ -5,5 +5,6 @@ BatchNorm), walkthrough (the four steps on 我爱水课), masks, positions (word
 (parameters, FLOPs, KV cache), sharing (MHA / MQA / GQA), formulas (the LaTeX a page shows), path
 (the lesson's pages in teaching order).
 
-May import: attnviz.engine, attnviz.i18n, torch. Never views, serve, ui or streamlit.
+May import: attnviz.engine, attnviz.measures, attnviz.i18n, torch. Never views, serve, ui or
+streamlit.
 """

@@ -7,5 +7,6 @@ bounded by bytes), collector (garbage collection and releasing ended sessions' t
 (the serving knobs), warmup (the bundled model loaded at start), lab (training runs in the
 background), public (public mode's allowlist of models).
 
-May import: attnviz.engine, attnviz.views, attnviz.lessons, attnviz.i18n. Never ui or streamlit.
+May import: attnviz.engine, attnviz.measures, attnviz.training, attnviz.views, attnviz.lessons,
+attnviz.i18n. Never ui or streamlit.
 """

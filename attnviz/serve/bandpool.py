@@ -157,7 +157,7 @@ _pool = _Pool()
 
 
 def _words(layer) -> bool:
-    """Whether a layer is a lean layer's words (engine/words.py: pooled in bands, on access)."""
+    """Whether a layer is a lean layer's words (measures/words.py: pooled in bands, on access)."""
     return getattr(layer, "grouped", False) and getattr(layer, "base", None) is not None
 
 

@@ -4,7 +4,7 @@ scored by a loaded model, and the folder of Parquet parts a run writes and a pag
 A run's folder (`attnviz atlas --out FOLDER`):
     manifest.json         the model, --max-tokens, the batch size and the texts' sha256: a rerun
                           with other settings or other texts is refused, never mixed in
-    parts/part-NNNNN.parquet  one batch of texts: attnviz.engine.roles.role_sums' rows (per text
+    parts/part-NNNNN.parquet  one batch of texts: attnviz.measures.roles.role_sums' rows (per text
                           and head the sums, counts and largest rows), written whole or not at all;
                           a rerun skips the parts that are there
     atlas.parquet         every part in one file, with the texts (source, tokens, a snippet) and
@@ -25,8 +25,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from attnviz.engine import roles
 from attnviz.engine.budget import budget, size
+from attnviz.measures import roles
 
 FORMAT = 1
 SNIPPET = 600  # characters of each text kept in atlas.parquet for the page

@@ -10,7 +10,7 @@ and their batch is retried, so a killed worker changes nothing but the time; Ctr
 parts written, and the same command again goes on from them.
 
 Ray lives here, not in the engine: the engine starts no thread and imports nothing upward, and
-the pooling maths (sums and counts per text, their merge) is attnviz.engine.roles'.
+the pooling maths (sums and counts per text, their merge) is attnviz.measures.roles'.
 """
 
 from __future__ import annotations

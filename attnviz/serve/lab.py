@@ -1,6 +1,6 @@
 """The training lab's background runs: one thread per job, at most LAB_RUNS at once per process.
 
-A job trains one or more runs of attnviz.engine.lab in turn, a step of each at a time, so a page
+A job trains one or more runs of attnviz.training.lab in turn, a step of each at a time, so a page
 can draw both curves of a comparison as they grow. Each job has a stop flag; each run stops at its
 own time limit. A job asked for while LAB_RUNS are training is refused at once with a message
 (nothing queues up behind a busy server). Training uses one torch thread: the lab shares the
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from attnviz.engine.lab import LabConfig, LabResult, run
 from attnviz.serve.settings import serving
+from attnviz.training.lab import LabConfig, LabResult, run
 
 LAB_RUNS = serving().lab_runs
 _SLOTS = threading.BoundedSemaphore(LAB_RUNS)

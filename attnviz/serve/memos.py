@@ -35,14 +35,14 @@ def per_trace(trace: Trace, key: Hashable, make: Callable[[], Any], keep: int | 
 
 def grouped(trace: Trace, by: str | None) -> Trace:
     """The trace over words (by="word") or whole characters ("char"), made once while the trace
-    of pieces lives and kept on it (a lean trace's words hold nothing n x n: engine/words.py);
+    of pieces lives and kept on it (a lean trace's words hold nothing n x n: measures/words.py);
     the trace itself for None or "pieces". The words keep the pieces' request, so a view can find
     the model and the whole run (attnviz.ui.caching.TraceRef makes them again after eviction)."""
     if by in (None, "pieces") or trace.meta.get("grouped") == by:
         return trace
 
     def make() -> Trace:
-        from attnviz.engine.words import grouped as group
+        from attnviz.measures.words import grouped as group
 
         words = group(trace, by=by)
         words.request = trace.request

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from attnviz.engine import roles
 from attnviz.engine.budget import budget
+from attnviz.measures import roles
 from attnviz.ui import markup, url
 from attnviz.ui.language import lang, t
 from attnviz.ui.widgets import chart, table

@@ -8,10 +8,10 @@ from urllib.parse import quote, urlencode
 import pandas as pd
 import streamlit as st
 
-from attnviz.engine import roles
 from attnviz.engine.bundled import REGISTRY, TRAINED
 from attnviz.engine.hooked.families import DEFAULT_NAME
-from attnviz.engine.qkmap import qk_map as qk_points
+from attnviz.measures import roles
+from attnviz.measures.qkmap import qk_map as qk_points
 from attnviz.serve.public import allowed_models, public
 from attnviz.ui import markup, url
 from attnviz.ui.atlas import Atlas, clickable, role_label, score_label

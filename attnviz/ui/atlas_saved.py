@@ -11,8 +11,8 @@ from collections import OrderedDict
 import pandas as pd
 import streamlit as st
 
-from attnviz.engine import roles
 from attnviz.engine.budget import MiB, budget
+from attnviz.measures import roles
 from attnviz.serve import corpus
 from attnviz.serve.public import public
 from attnviz.ui import markup, url

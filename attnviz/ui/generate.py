@@ -14,7 +14,7 @@ from attnviz.engine.generate import (
     WhatIf,
     generate,
 )
-from attnviz.engine.whatif import head_ids, parse_head_ids
+from attnviz.measures.whatif import head_ids, parse_head_ids
 from attnviz.serve.public import allowed_models, public
 from attnviz.ui import markup, url
 from attnviz.ui.language import lang, t

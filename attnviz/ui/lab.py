@@ -7,8 +7,8 @@ import statistics
 
 import streamlit as st
 
-from attnviz.engine.lab import INDUCTION_THRESHOLD, LAB_SECONDS, LabConfig, most_steps
 from attnviz.serve import lab as jobs
+from attnviz.training.lab import INDUCTION_THRESHOLD, LAB_SECONDS, LabConfig, most_steps
 from attnviz.ui import markup, url
 from attnviz.ui.language import t
 from attnviz.ui.widgets import chart

@@ -6,8 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.engine.hooked.labels import piece_text
-from attnviz.engine.next_token import top_k
 from attnviz.engine.trace import Trace
+from attnviz.measures.next_token import top_k
 from attnviz.ui import markup, url
 from attnviz.ui.language import said, t
 from attnviz.ui.widgets import chart

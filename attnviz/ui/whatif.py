@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.engine.trace import Trace
-from attnviz.engine.whatif import WhatIf
+from attnviz.measures.whatif import WhatIf
 from attnviz.ui import markup
 from attnviz.ui.language import t
 from attnviz.ui.widgets import chart

@@ -7,6 +7,6 @@ panels (the figures of each explorer view, shared by the app and notebooks), fra
 for tables and CSV), export (JSON / .npz downloads), notebook (attnviz.show), projector (figures
 for a projected screen).
 
-May import: attnviz.engine, attnviz.i18n, plotly, numpy, pandas. Never lessons, serve, ui or
-streamlit. Every token label is HTML-escaped here.
+May import: attnviz.engine, attnviz.measures, attnviz.training, attnviz.i18n, plotly, numpy, pandas.
+Never lessons, serve, ui or streamlit. Every token label is HTML-escaped here.
 """

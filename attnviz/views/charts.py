@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from attnviz.engine.next_token import NextToken
+from attnviz.measures.next_token import NextToken
 from attnviz.views.colour import BLUE, GREY, HIGHLIGHT, PALETTE
 from attnviz.views.frames import to_numpy
 from attnviz.views.spec import apply_layout, escape, tick_step

@@ -1,4 +1,4 @@
-"""Two inputs compared head by head (attnviz.engine.compare), drawn: a layer x head grid of how
+"""Two inputs compared head by head (attnviz.measures.compare), drawn: a layer x head grid of how
 much each head's weights (or moved) changed, and one head's maps of both inputs side by side with
 their difference over the tokens that align. The same for the app and `attnviz.show`. No
 streamlit.
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 def compare_table(a: Trace, b: Trace, field: str) -> pd.DataFrame:
     """attnviz.compare(a, b, field): every head ranked by how much it changed from a to b."""
-    from attnviz.engine.compare import compare
+    from attnviz.measures.compare import compare
 
     return compare(a, b, field)
 
@@ -35,8 +35,8 @@ def compare_table(a: Trace, b: Trace, field: str) -> pd.DataFrame:
 def compare_tables(a: Trace, b: Trace) -> dict[str, pd.DataFrame]:
     """compare_table for weights and, where both traces have the per-key norms, moved: one pass
     over both traces for both (the app's switch between them then costs nothing)."""
-    from attnviz.engine.compare import compare_fields
     from attnviz.engine.writes import has_moved
+    from attnviz.measures.compare import compare_fields
 
     fields = ("weights", "moved") if has_moved(a) and has_moved(b) else ("weights",)
     return compare_fields(a, b, fields)

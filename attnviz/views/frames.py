@@ -10,8 +10,8 @@ import pandas as pd
 import torch
 
 from attnviz.engine.attention import masked_softmax
-from attnviz.engine.stats import head_stats
 from attnviz.engine.trace import Trace
+from attnviz.measures.stats import head_stats
 
 
 def to_numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -65,12 +65,12 @@ def numbered(tokens: list[str]) -> list[str]:
 
 
 def head_stats_frame(trace: Trace, field: str = "weights") -> pd.DataFrame:
-    """One row per (layer, head) with every statistic of attnviz.engine.stats.head_stats (of the
+    """One row per (layer, head) with every statistic of attnviz.measures.stats.head_stats (of the
     weights, or of moved's rows scaled to sum to 1), then the Kobayashi comparison's shares of
     weights and of moved on special tokens and punctuation (engine.stats.special_share) where
     the trace has the per-key norms."""
-    from attnviz.engine.stats import special_share
     from attnviz.engine.writes import has_moved
+    from attnviz.measures.stats import special_share
 
     stats = head_stats(trace, field)
     if not any(trace.special.values()):

@@ -201,7 +201,7 @@ def grouped_as(trace: Trace, unit: str) -> Trace:
     """The trace over `unit`: itself for "pieces", else attnviz.grouped(trace, by=unit)."""
     if unit == "pieces" or trace.meta.get("grouped") == unit:
         return trace
-    from attnviz.engine.words import grouped
+    from attnviz.measures.words import grouped
 
     return grouped(trace, by=unit)
 

@@ -15,8 +15,8 @@ import torch
 from attnviz.engine.bands import THUMB
 from attnviz.engine.budget import check_rollout
 from attnviz.engine.lean import pooled_head
-from attnviz.engine.rollout import rollout
 from attnviz.engine.trace import Trace, pooled_weights
+from attnviz.measures.rollout import rollout
 from attnviz.views import charts, grid, images
 from attnviz.views.colour import GAMMA, colour_scale, scale_gamma
 from attnviz.views.lines import LinesLook, LinesPick, default_threshold, is_cjk, layer_lines

@@ -11,7 +11,7 @@ from attnviz.i18n import translate
 
 Tr = Callable[..., str]
 FIELDS = ("weights", "moved")  # what a map of a head shows (moved: attnviz.engine.writes)
-UNITS = ("pieces", "word", "char")  # the tokens a view is over (attnviz.engine.words)
+UNITS = ("pieces", "word", "char")  # the tokens a view is over (attnviz.measures.words)
 
 
 @dataclass(frozen=True)

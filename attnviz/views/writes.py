@@ -1,6 +1,6 @@
 """What a head writes, drawn: each head's push on one token's logit (direct logit attribution) as
 a layer x head grid, the rest of the final state beside it, and the logit lens (the residual
-stream read out after every layer). Figures from the engine's tables (attnviz.engine.lens), the
+stream read out after every layer). Figures from the engine's tables (attnviz.measures.lens), the
 same for the app's explorer and `attnviz.show`. No streamlit.
 """
 
@@ -33,14 +33,14 @@ def shown(token: str) -> str:
 
 def head_logits_table(model, trace: Trace, sel: Selection) -> pd.DataFrame:
     """attnviz.head_logits at the last token for `sel.token` (None: the model's top next one)."""
-    from attnviz.engine.lens import head_logits
+    from attnviz.measures.lens import head_logits
 
     return head_logits(model, trace, -1, sel.token or None, K)
 
 
 def lens_table(model, trace: Trace) -> pd.DataFrame:
     """attnviz.logit_lens at the last token, LENS_K tokens a layer."""
-    from attnviz.engine.lens import logit_lens
+    from attnviz.measures.lens import logit_lens
 
     return logit_lens(model, trace, -1, LENS_K)
 

@@ -148,7 +148,7 @@ def test_every_role_of_a_decoder_head(page, lang, expect) -> None:
 def saved_atlas(tmp_path_factory):
     """An atlas.parquet as `attnviz atlas` writes it (the same score_batch and Store, no Ray)."""
     from attnviz.engine.hooked import load_model
-    from attnviz.engine.roles import probe_list
+    from attnviz.measures.roles import probe_list
     from attnviz.serve import corpus
 
     texts = probe_list("en")[:8]

@@ -5,7 +5,7 @@ residual stream (a post-attention norm, a multiplier, BART's post-LayerNorm).
 Plain lookups on a loaded model plus one piece of maths, `freeze`: a LayerNorm or RMSNorm with its
 scale frozen at one position is linear, y = P(x) / scale * weight + bias (P centres for a
 LayerNorm and is the identity for an RMSNorm), so a sum of parts of x goes through it part by part.
-This is what direct logit attribution needs (engine/lens.py).
+This is what direct logit attribution needs (measures/lens.py).
 """
 
 from __future__ import annotations

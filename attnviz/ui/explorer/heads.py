@@ -5,8 +5,8 @@ from __future__ import annotations
 import streamlit as st
 import torch
 
-from attnviz.engine import stats
 from attnviz.engine.trace import Trace
+from attnviz.measures import stats
 from attnviz.serve.memos import per_trace
 from attnviz.ui.explorer.pickers import pick_field, pick_focus, pick_layer, pick_scale, selection
 from attnviz.ui.language import t

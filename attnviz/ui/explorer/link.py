@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from attnviz.engine.links import default_link
-from attnviz.engine.stats import heads_linking
 from attnviz.engine.trace import Trace
+from attnviz.measures.links import default_link
+from attnviz.measures.stats import heads_linking
 from attnviz.ui import markup, url
 from attnviz.ui.explorer.pickers import open_head, pick_field, pick_query, selection
 from attnviz.ui.language import localized, t

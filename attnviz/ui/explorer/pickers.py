@@ -9,9 +9,9 @@ from typing import TypeVar
 
 import streamlit as st
 
-from attnviz.engine.links import default_query
 from attnviz.engine.trace import Trace
 from attnviz.engine.writes import has_moved
+from attnviz.measures.links import default_query
 from attnviz.serve import bandpool
 from attnviz.ui import url
 from attnviz.ui.language import lang, t
@@ -196,7 +196,7 @@ def pick_field(trace: Trace) -> str:
 def units(trace: Trace) -> list[str]:
     """The units this trace's views may be over: pieces, words, and whole characters where a
     character can be split into pieces (byte-level BPE, SentencePiece's byte fallback)."""
-    from attnviz.engine.pieces import scheme
+    from attnviz.measures.pieces import scheme
 
     special = {p for ps in trace.special.values() for p in ps}
     split = scheme(trace.tokens, special, trace.source) in ("bytes", "metaspace")
@@ -205,7 +205,7 @@ def units(trace: Trace) -> list[str]:
 
 def pick_unit(trace: Trace) -> str:
     """ "pieces | words | characters": the tokens every view is over (a trace grouped into words:
-    attnviz.engine.words), kept in the URL."""
+    attnviz.measures.words), kept in the URL."""
     return _switch("unit", units(trace))
 
 

@@ -1,6 +1,6 @@
 """Attention between words (or whole characters) instead of pieces: `grouped(trace, by)`.
 
-For groups of query pieces I and key pieces J (engine/pieces.py says which pieces make a word):
+For groups of query pieces I and key pieces J (measures/pieces.py says which pieces make a word):
 
     w'[I, J] = mean over i in I of  sum over j in J of  w[i, j]
 
@@ -24,9 +24,9 @@ import torch
 
 from attnviz.engine.bands import band, bins, indicator
 from attnviz.engine.lean import BLOCK_CELLS, MaskRule, key_range, positions_of
-from attnviz.engine.pieces import Groups, groups_of, reduce
 from attnviz.engine.trace import LayerTrace, Trace
 from attnviz.engine.writes import f_norm_of
+from attnviz.measures.pieces import Groups, groups_of, reduce
 
 FIELDS = ("weights", "moved", "mask")
 

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from attnviz.engine.lean import BLOCK_CELLS
-from attnviz.engine.stats import head_stats
 from attnviz.engine.trace import Trace
 from attnviz.engine.writes import f_norm_of
+from attnviz.measures.stats import head_stats
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -173,7 +173,7 @@ def compare_fields(
     Columns: rank (1 = changed most), layer, head, change (mean over aligned queries of the
     rows' total variation; NaN without alignment), change_rel (change over the rows' mean mass:
     equal to change for weights), d_entropy_rel, d_max_weight, d_distance, d_first, d_special
-    (b's head statistic of the weights minus a's, attnviz.engine.stats.head_stats), method
+    (b's head statistic of the weights minus a's, attnviz.measures.stats.head_stats), method
     ("aligned": ranked by change_rel; "statistics": under half the tokens aligned, ranked by the
     largest |d_...| over its column's largest), score (what the rank sorts by). `attrs`: aligned
     (the pairs of positions), n_aligned."""

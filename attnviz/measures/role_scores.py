@@ -1,6 +1,6 @@
 """One text's head-role sums: for every head of every layer, each score's sum and count over the
-query rows it counts, and the row where it is largest. The definitions are in attnviz.engine.roles;
-this module only reads the weights, a band of query rows at a time.
+query rows it counts, and the row where it is largest. The definitions are in
+attnviz.measures.roles; this module only reads the weights, a band of query rows at a time.
 
 A full layer is read as one band (its weights are stored). A lean layer (long inputs,
 attnviz.engine.lean) is read in bands of rows recomputed from q, k and the log-sum-exp

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from attnviz.engine.training.chars import BOS
+from attnviz.training.chars import BOS
 
 
 @dataclass(frozen=True)

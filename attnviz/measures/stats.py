@@ -238,8 +238,8 @@ def _positions(trace: Trace) -> dict[str, list[int]]:
     """The key positions of each group the comparison reports: special tokens ([CLS], [SEP], a
     decoder's [BOS] or <|endoftext|>; never padding or [UNK]), punctuation (as the head atlas
     counts it), and both."""
-    from attnviz.engine.pieces import is_marker
-    from attnviz.engine.roles import is_punctuation
+    from attnviz.measures.pieces import is_marker
+    from attnviz.measures.roles import is_punctuation
 
     n_k = trace.layers[0].n_k
     keys = trace.key_tokens or trace.tokens

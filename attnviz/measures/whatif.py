@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from attnviz.engine.stats import weight_shift
 from attnviz.engine.trace import Trace
+from attnviz.measures.stats import weight_shift
 
 _HEAD_ID = re.compile(r"^L(\d+)H(\d+)$")
 MOVED = 1e-6  # a total-variation shift below this is float noise, not a change

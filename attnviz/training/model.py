@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from attnviz.engine.training.chars import BOS, EOS, PAD
+from attnviz.training.chars import BOS, EOS, PAD
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from attnviz.engine.training.chars import BOS
-from attnviz.engine.training.model import TrainConfig, build
+from attnviz.training.chars import BOS
+from attnviz.training.model import TrainConfig, build
 
 VAL_SEED = 1  # the validation windows: the same for every run and stage
 

@@ -47,8 +47,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnviz.engine.role_scores import EXTRA, SCORES, Acc, layer_sums, repeats
 from attnviz.engine.trace import Trace
+from attnviz.measures.role_scores import EXTRA, SCORES, Acc, layer_sums, repeats
 
 # A head passes a role when the role's score reaches this.
 THRESHOLDS = {

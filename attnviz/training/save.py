@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from attnviz.engine.training import chars
+from attnviz.training import chars
 
 
 def sha256(path: Path) -> str:
