@@ -322,8 +322,8 @@ def test_model_name_is_never_live_markdown() -> None:
 def test_a_refused_model_name_is_explained_in_chinese_with_the_original_below() -> None:
     at = app(BERT, {"model": "x" * 1000, "lang": "中文"})
     assert not at.exception
-    assert [e.value for e in at.error] == [translate("bert.name_refused", "zh")]
-    assert at.expander[-1].label == translate("bert.error_original", "zh")
+    assert [e.value for e in at.error] == [translate("pretrained.name_refused", "zh")]
+    assert at.expander[-1].label == translate("pretrained.error_original", "zh")
     assert "1000 characters" in at.code[-1].value
 
 
