@@ -1,5 +1,5 @@
-"""The what-if panel, links between views, PNG names and the classroom pages' notes, on real pages
-(first filed as issue 9's defects 6, 9, 10, 11 and 12)."""
+"""The what-if panel, links between views, PNG names and the classroom pages' notes, on real
+pages."""
 
 from __future__ import annotations
 
