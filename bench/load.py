@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from wsclient import Session  # noqa: E402
 
-# Today's settings, before issue 8: a full gc after every script run, no gc.freeze, no compression.
+# The baseline settings: a full gc after every script run, no gc.freeze, no compression.
 OLD = {
     "cmd": [str(ROOT / ".venv" / "bin" / "streamlit"), "run"],
     "args": ["--runner.postScriptGC", "true", "--server.enableWebsocketCompression", "false"],
