@@ -1,4 +1,4 @@
-"""The lesson path (build item 6): classroom pages in teaching order with previous/next links."""
+"""The lesson path: classroom pages in teaching order with previous/next links."""
 
 from __future__ import annotations
 
