@@ -19,7 +19,7 @@ the bytes its websocket sent, and the browser's CPU seconds (every Chromium proc
 one: renderer, GPU (software WebGL), browser; a process that ends within a row is not counted).
 --only picks rows (e.g. --only lines,pg_open); --profile NAME prints the browser's JavaScript
 functions by self time (CDP Profiler) over that row's measures. The links are the ones the app
-writes (/pretrained?...); --page bert opens an older /bert link, which reach the same
+writes (/pretrained?...); --page bert opens an older /bert link, which reaches the same
 page through one more script run (attnviz.ui.url.redirect).
 """
 

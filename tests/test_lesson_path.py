@@ -25,7 +25,7 @@ def test_navigation_lists_the_classroom_pages_in_lesson_order() -> None:
     router = (ROOT / "attnviz" / "app.py").read_text()
     listed = re.findall(r'page\("(app_pages/[a-z_]+\.py)"', router)
     in_nav = [p for p in listed if p in {s.path for s in LESSON}]
-    # the BERT page sits under Explore too; the rest appear in the order they are taught
+    # the Pretrained page sits under Explore too; the rest appear in the order they are taught
     order = [s.path for s in LESSON if s.name != "pretrained"]
     assert [p for p in in_nav if p != "app_pages/pretrained.py"] == order
 

@@ -1,4 +1,4 @@
-"""The BERT page's what-if results: a one-line summary, the details folded into tabs.
+"""The Pretrained page's what-if results: a one-line summary, the details folded into tabs.
 
 Compact on purpose: the views below stay near the top of the page. The per-head difference shows
 the head open in the view below (the explorer reruns the page when that head changes).
