@@ -24,7 +24,7 @@ explore = [
         icon=":material/tune:",
         default=True,
     ),
-    page("app_pages/pretrained.py", title=ui.t("nav.bert"), icon=":material/psychology:"),
+    page("app_pages/pretrained.py", title=ui.t("nav.pretrained"), icon=":material/psychology:"),
     page("app_pages/generate.py", title=ui.t("nav.generate"), icon=":material/auto_awesome:"),
     page("app_pages/atlas.py", title=ui.t("nav.atlas"), icon=":material/grid_view:"),
 ]
@@ -41,7 +41,7 @@ lesson = [
 ]
 # Older paths (/bert) open today's page with the same link; not listed in the menu.
 moved = [
-    st.Page(lambda new=new: ui.url.redirect(new), title=ui.t("nav.bert"), url_path=old,
+    st.Page(lambda new=new: ui.url.redirect(new), title=ui.t("nav.pretrained"), url_path=old,
             visibility="hidden")
     for old, new in ui.url.PAGE_ALIASES.items()
 ]  # fmt: skip

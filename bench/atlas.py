@@ -1,7 +1,7 @@
 """The whole head atlas of the bundled model on the built-in probe set.
 
 Run: .venv/bin/python bench/atlas.py  (prints times and ratios; no assertions; one torch thread)
-Target: head_roles(load_model(), probe set) in <= 5 s on the 2-core CPU (issue 23), with the model
+Target: head_roles(load_model(), probe set) in <= 5 s on the 2-core CPU, with the model
 already loaded (the app loads it once per process). Baseline, measured in the same run: the same
 texts through the same weights loaded with Hugging Face's eager attention and
 output_attentions=True, one text at a time, i.e. the weights alone with nothing recorded and no

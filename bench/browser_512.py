@@ -1,5 +1,5 @@
 """Speed at 512 tokens as a person sees it: from a link or a control change until every chart has
-drawn in Chromium (issue 34, item 5), beside the figures the issue measured on main f1fc8e8.
+drawn in Chromium, beside the figures measured before this bench's work, on main f1fc8e8.
 
 Run: .venv/bin/python bench/browser_512.py [--reps 3] [--no-export] [--shots out/b512]
 [--page bert] (needs Debian's chromium; about 3 minutes)
@@ -19,7 +19,7 @@ the bytes its websocket sent, and the browser's CPU seconds (every Chromium proc
 one: renderer, GPU (software WebGL), browser; a process that ends within a row is not counted).
 --only picks rows (e.g. --only lines,pg_open); --profile NAME prints the browser's JavaScript
 functions by self time (CDP Profiler) over that row's measures. The links are the ones the app
-writes (/pretrained?...); --page bert opens the issue's older /bert links, which reach the same
+writes (/pretrained?...); --page bert opens an older /bert link, which reaches the same
 page through one more script run (attnviz.ui.url.redirect).
 """
 
@@ -45,11 +45,11 @@ from tests.e2e.conftest import CHROME_ARGS, CHROMIUM, _free_port, wait_healthy  
 
 N = 512
 QUIET_S = 0.5
-# The page's path in the links the app writes today. An older link (/bert, the issue's) opens
+# The page's path in the links the app writes today. An older link (/bert) opens
 # the same page through one more script run (attnviz.ui.url.redirect): --page bert times that.
 PAGE = "pretrained"
-# The issue's figures (Chromium, main f1fc8e8, load average 1.3-1.6 unless said).
-ISSUE = {
+# The figures before (Chromium, main f1fc8e8, load average 1.3-1.6 unless said).
+BEFORE = {
     "first": "11 s (other work running)",
     "overview": "-",
     "heads": "10.5 s",
@@ -377,25 +377,25 @@ def main() -> None:
           f"links to /{PAGE}")  # fmt: skip
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in before)}")
     print(
-        "| what | issue (f1fc8e8) | now: median s | min | max | n | charts | load (1 min) "
+        "| what | before (f1fc8e8) | now: median s | min | max | n | charts | load (1 min) "
         "| server CPU s | websocket KB | browser CPU s |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, ts in times.items():
         if name == "export_browser":
             print(
-                f"| {LABELS[name]} | {ISSUE[name]} | {ts[0]:.2f} | | | 1 | "
+                f"| {LABELS[name]} | {BEFORE[name]} | {ts[0]:.2f} | | | 1 | "
                 f"{counts[name]:,} B | {loads[name]:.2f} |"
             )
             continue
         cpu, got, busy = (statistics.median(c) for c in zip(*costs[name], strict=True))
         print(
-            f"| {LABELS[name]} | {ISSUE[name]} | {statistics.median(ts):.2f} | {min(ts):.2f} | "
+            f"| {LABELS[name]} | {BEFORE[name]} | {statistics.median(ts):.2f} | {min(ts):.2f} | "
             f"{max(ts):.2f} | {len(ts)} | {counts[name]} | {loads[name]:.2f} | {cpu:.2f} | "
             f"{got / 1000:,.0f} | {busy:.2f} |"
         )
     if not args.no_export:
-        print(f"| {LABELS['export']} | {ISSUE['export']} | {size:,} B / {took:.2f} s | | | 1 | | "
+        print(f"| {LABELS['export']} | {BEFORE['export']} | {size:,} B / {took:.2f} s | | | 1 | | "
               f"{at:.2f} |")  # fmt: skip
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 

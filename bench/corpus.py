@@ -8,7 +8,7 @@ Run:  .venv/bin/python bench/corpus.py [--model NAME ...] [--texts 200] [--worke
 
 Default models: the two bundled ones, all-MiniLM-L6-v2 (the largest, 22.7 M parameters) and
 attnviz-char-zh-en; any name load_model takes works (a Hub id, or a registry GGUF such as
-gemma-3-270m once issue 32's loader is in). --gpus-per-worker 1 puts each worker (and the
+gemma-3-270m). --gpus-per-worker 1 puts each worker (and the
 baseline) on a GPU. --no-ray measures the baseline alone (a machine without Ray).
 --long N first scores one document of N tokens (a lean trace) and prints its time and memory.
 Every measurement runs in a fresh process (memory is compared), one torch thread per worker.

@@ -1,12 +1,13 @@
-"""Hostile requests against a real `streamlit run` server and the engine (issue 10).
+"""Hostile requests against a real `streamlit run` server and the engine: an over-budget link
+and long pairs.
 
 Run: .venv/bin/python bench/hostile.py
 
-1. Defect 4's Playground link (d_model=1024, d_head=1024, 32 heads, 6 layers, FFN, a 600-word
+1. An over-budget Playground link (d_model=1024, d_head=1024, 32 heads, 6 layers, FFN, a 600-word
    text): the time from the request to script_finished on a fresh websocket session, and the
    server's RSS before and after, against the same session's ordinary default Playground run
    measured in the same run (the baseline). Target: a message in under a second, RSS unchanged.
-2. Defect 5: trace_model with 1200 + 1200 words at max_length=5, against the same call on
+2. Long pairs: trace_model with 1200 + 1200 words at max_length=5, against the same call on
    12 + 12 words (the baseline).
 """
 
@@ -59,11 +60,11 @@ def link() -> None:
             alerts = [a.body for a in drawn.get("alert", [])]
             assert any("GiB" in a for a in alerts), alerts
             assert "exception" not in drawn
-        print("defect 4: the Playground link on a real server (5 fresh sessions each)")
+        print("over-budget link: the Playground link on a real server (5 fresh sessions each)")
         print(f"  default Playground      median {statistics.median(plain):.3f} s")
         ratio = statistics.median(hostile) / statistics.median(plain)
         print(
-            f"  defect-4 link           median {statistics.median(hostile):.3f} s, "
+            f"  over-budget link        median {statistics.median(hostile):.3f} s, "
             f"max {max(hostile):.3f} s  ({ratio:.2f}x the default)"
         )
         print(f"  message: {alerts[0][:160]}")
@@ -90,7 +91,7 @@ def long_pairs() -> None:
         return statistics.median(times)
 
     small, big = timed(12), timed(1200)
-    print("defect 5: trace_model, two sentences, max_length=5")
+    print("long pairs: trace_model, two sentences, max_length=5")
     print(f"  12 + 12 words           median {small:.4f} s")
     print(f"  1200 + 1200 words       median {big:.4f} s  ({big / small:.2f}x)")
 

@@ -1,4 +1,4 @@
-"""The lines view against head detail at n = 512 on the BERT page, in one real browser run.
+"""The lines view against head detail at n = 512 on the Pretrained page, in one real browser run.
 
 Run: .venv/bin/python bench/lines.py   (needs Debian's chromium; prints times and the ratio)
 One `streamlit run` server and one headless Chromium (Playwright). For each view the page is
@@ -106,7 +106,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
-    print(f"n = {N} tokens, BERT page at 1920x1080, layer 0 head 0, lines drawn: {n_lines}")
+    print(f"n = {N} tokens, Pretrained page at 1920x1080, layer 0 head 0, lines drawn: {n_lines}")
     for name, table in (("open by URL", times), ("switch on the page", switches)):
         print(f"{name}:\n  {'view':<8} {'median s':>9} {'min s':>7} {'max s':>7}")
         for view, ts in table.items():

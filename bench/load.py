@@ -1,5 +1,5 @@
 """A class on one server: N concurrent sessions against a real `streamlit run`, over Streamlit's own
-websocket protocol (bench/wsclient.py), each doing what a student does on the BERT page.
+websocket protocol (bench/wsclient.py), each doing what a student does on the Pretrained page.
 
 Run:  .venv/bin/python bench/load.py            (N = 1, 10, 30; 32 tokens; ~3 minutes)
       .venv/bin/python bench/load.py --quick    (N = 1, 5; a smoke run)
@@ -8,8 +8,8 @@ Run:  .venv/bin/python bench/load.py            (N = 1, 10, 30; 32 tokens; ~3 mi
       .venv/bin/python bench/load.py --cold     (first visitor against a cold server)
       .venv/bin/python bench/load.py --cold-browser   (the same, timed in headless Chromium)
 
-Each session: open the BERT page, type its own sentence, change head on the overview, switch to
-Head detail, change head, type a new sentence, with 0.5-1.5 s of think time before each step.
+Each session: open the Pretrained page, type its own sentence, change head on the overview, switch
+to Head detail, change head, type a new sentence, with 0.5-1.5 s of think time before each step.
 The server is started the way `make run` starts it (same allocator and OpenMP settings, app.py, the
 project's .streamlit/config.toml). A second server with today's settings (the garbage
 collection after every run, no gc.freeze, no websocket compression) is the baseline for the
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from wsclient import Session  # noqa: E402
 
-# Today's settings, before issue 8: a full gc after every script run, no gc.freeze, no compression.
+# The baseline settings: a full gc after every script run, no gc.freeze, no compression.
 OLD = {
     "cmd": [str(ROOT / ".venv" / "bin" / "streamlit"), "run"],
     "args": ["--runner.postScriptGC", "true", "--server.enableWebsocketCompression", "false"],
@@ -354,7 +354,7 @@ def cold_start(settings: dict, name: str) -> None:
         server.stop()
     print(
         f"  {name:<9} healthy {healthy:5.1f} s after start; first visitor: first script run "
-        f"done {drawn:5.2f} s, BERT page drawn {full:5.2f} s; warm load {warm_s:5.2f} s; "
+        f"done {drawn:5.2f} s, Pretrained page drawn {full:5.2f} s; warm load {warm_s:5.2f} s; "
         f"cold/warm {full / warm_s:4.2f}"
     )
 

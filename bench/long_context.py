@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python bench/long_context.py [--sizes 512,1024,...]  (prints a table; no asserts)
 
-The model is the one of issue 22: a 4-layer, 8-head (2 K/V heads), d_model 256 Llama, randomly
+The model is a 4-layer, 8-head (2 K/V heads), d_model 256 Llama, randomly
 initialised from LlamaConfig (max_position_embeddings 16,384), saved with the bundled tokenizer
 (its limit raised to 16,384) to a temporary folder and loaded from there as a user would. Each
 side runs in a fresh process with one torch thread, so that its peak RSS is its own:

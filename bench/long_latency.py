@@ -3,7 +3,7 @@ driven over Streamlit's websocket protocol (bench/wsclient.py) like a browser ta
 
 Run:  OMP_NUM_THREADS=1 .venv/bin/python bench/long_latency.py [--tokens 4096] [--documents 2]
 
-The model is bench/long_context.py's (the issue-22 Llama: 4 layers, 8 heads, 2 K/V heads,
+The model is bench/long_context.py's (a random Llama: 4 layers, 8 heads, 2 K/V heads,
 d_model 256, random, saved to a folder and opened with ?model=<folder> on the Pretrained page).
 Each document (a different one each time, so no trace or figure is cached from before) is pasted
 into the page's "Long document" box while the view is "One query" (cheap), then:
@@ -12,7 +12,7 @@ into the page's "Long document" box while the view is "One query" (cheap), then:
   view -> Head detail    numbers of a 512-wide window (positions 0-511)
   window -> middle       a 512-wide window in the middle of the document
   view -> Head statistics  every head's statistics (the same pass: done by now)
-  (issue 33, what a head writes)
+  (what a head writes)
   show -> moved          the statistics of moved and the Kobayashi shares
   view -> Overview (moved)  the mosaic of moved (pooled in the same pass as the weights)
   tokens -> words        every view over words: the overview of the words' pooled maps
@@ -28,7 +28,7 @@ The pass over bands starts in the background as soon as the server has made a lo
 (attnviz.serve.bandpool), one layer per core; a view that asks for it mid-way waits for it.
 Time: from sending the rerun to its script_finished (what the browser waits for). Bytes: what
 arrived on the client's socket for that change (websocket compression on, as the app serves it).
-Targets (issue 22): each change within 2 s and at most 1 MB, at 4,096 tokens on this machine.
+Targets: each change within 2 s and at most 1 MB, at 4,096 tokens on this machine.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def document(n_tokens: int, shift: int) -> str:
 
 
 async def write_steps(s, step, n_tokens: int, shift: int) -> None:
-    """Issue 33's views at this length (the page is on Head statistics, weights shown)."""
+    """The views of what a head writes at this length (the page is on Head statistics, weights
+    shown)."""
     s.set("field", string_array_value=["moved"])
     await step("show -> moved (Head statistics)", "csv_stats")
     s.set("view", string_array_value=["Overview"])
@@ -124,7 +125,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--documents", type=int, default=2)
-    parser.add_argument("--no-writes", action="store_true", help="leave out issue 33's views")
+    parser.add_argument(
+        "--no-writes", action="store_true", help="leave out the views of what a head writes"
+    )
     args = parser.parse_args()
     if not 1 <= args.documents <= len(WORDS) // 2:  # each needs two rotations no other one uses
         parser.error(f"--documents: 1 to {len(WORDS) // 2}")
@@ -135,7 +138,7 @@ def main() -> None:
         try:
             server.wait_healthy()
             print(f"streamlit run attnviz/app.py (as `make run`), OMP_NUM_THREADS="
-                  f"{os.environ['OMP_NUM_THREADS']}; the issue-22 Llama; {args.tokens:,} tokens; "
+                  f"{os.environ['OMP_NUM_THREADS']}; the random Llama; {args.tokens:,} tokens; "
                   f"{os.cpu_count()} cores")  # fmt: skip
             print(f"targets: each change <= {TARGET_S} s and <= {TARGET_BYTES / 2**20:.0f} MiB")
             flags = " ".join(sys.argv[1:])

@@ -1,4 +1,5 @@
-"""The explorer views on the Playground (the BERT page shares them): each view, each control."""
+"""The explorer views on the Playground (the Pretrained page shares them): each view, each
+control."""
 
 from __future__ import annotations
 

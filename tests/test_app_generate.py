@@ -57,7 +57,7 @@ def test_bad_links_and_names_get_messages() -> None:
 
 
 def test_the_default_prompt_follows_the_language() -> None:
-    # Issue 34: with ?lang=zh Generate's prompt stayed English.
+    # Regression: with ?lang=zh Generate's prompt stayed English.
     at = app(PAGE, {**CHAR, "lang": "zh", "g_n": "2"})
     assert not at.exception and at.text_area(key="g_prompt").value == "床前明月光，"
     at.radio(key="lang").set_value("English").run()
@@ -77,7 +77,7 @@ def _generated(at) -> str:
     "knobs", [{}, {"g_scale": "false", "g_ablate": ["L0H0", "L0H6"]}], ids=["default", "what-if"]
 )
 def test_every_generated_token_is_shown_whitespace_drawn(knobs) -> None:
-    # Issue 34: the default run showed 12 of its 16 tokens (4 were spaces, which Markdown drops),
+    # Regression: the default run showed 12 of its 16 tokens (4 were spaces, which Markdown drops),
     # and a what-if run of spaces and line breaks read "Generated:" and nothing. The character
     # model's tokens are one character each: one drawn character a token.
     at = app(PAGE, {**CHAR, **knobs})

@@ -1,4 +1,4 @@
-"""The model pickers of the Pretrained and Generate pages (issue 32): every bundled model offered
+"""The model pickers of the Pretrained and Generate pages: every bundled model offered
 with what it is and its licence, the command that installs a registry LLM that is not there (in
 both languages), the choice in the URL, a registry LLM loaded through the picker (a tiny GGUF
 stands in for one: converted on first use, traced, generating), the Generate page's decoder by

@@ -103,8 +103,8 @@ def json_dump(spec: dict) -> str:
 
 @pytest.mark.parametrize("typed", ["zh", "zh-CN", "chinese"])
 def test_a_link_with_a_language_code_opens_in_chinese_and_names_it_at_once(typed: str) -> None:
-    # The picker writes its label (?lang=中文); a teacher types ?lang=zh. Issue 34: the label is
-    # in the link from the first run, not from the first change (a link copied early was English).
+    # The picker writes its label (?lang=中文); a teacher types ?lang=zh. The label is in
+    # the link from the first run, not from the first change (a link copied early was English).
     at = app(query={"lang": typed})
     assert not at.exception
     assert at.title[0].value.startswith("实验场") and at.radio(key="lang").value == "中文"
@@ -118,7 +118,7 @@ def test_a_link_with_a_language_code_opens_in_chinese_and_names_it_at_once(typed
 def test_a_link_with_english_or_an_unknown_language_opens_in_english(typed: str) -> None:
     at = app(query={"lang": typed})
     assert not at.exception and at.title[0].value.startswith("Playground")
-    # English is named too (issue 34): without it the link opens in its reader's language
+    # English is named too: without it the link opens in its reader's language
     assert at.query_params.get("lang") in ("English", ["English"])
     at.run()
     assert at.query_params.get("lang") in ("English", ["English"])
@@ -150,7 +150,7 @@ CHINESE_DEFAULT = "那只动物没有过马路，因为它太累了。"
     "page", [None, "app_pages/masks.py", "app_pages/sharing.py", "app_pages/why_scale.py"]
 )
 def test_the_default_sentence_follows_the_language(page) -> None:
-    # Issue 34: with ?lang=zh the sidebar sentence stayed English on every page.
+    # Regression: with ?lang=zh the sidebar sentence stayed English on every page.
     at = app(page, query={"lang": "zh"})
     assert not at.exception and at.session_state["text"] == CHINESE_DEFAULT
     at = app(page)

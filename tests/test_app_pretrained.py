@@ -1,4 +1,4 @@
-"""The BERT page in AppTest, on the bundled model (real weights, offline)."""
+"""The Pretrained page in AppTest, on the bundled model (real weights, offline)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from attnviz.ui.sidebar import DEFAULT_TEXT
 from tests.apphelpers import app, heatmap_specs, page_text, specs, z_of
 
-BERT = "app_pages/pretrained.py"
+PRETRAINED = "app_pages/pretrained.py"
 
 
 @pytest.fixture(scope="module")
@@ -18,18 +18,18 @@ def bundled():
     return load_model(None, device="cpu")
 
 
-def test_bert_page_loads_the_bundled_model_and_shows_the_overview() -> None:
-    at = app(BERT)
+def test_pretrained_page_loads_the_bundled_model_and_shows_the_overview() -> None:
+    at = app(PRETRAINED)
     assert not at.exception, at.exception
     assert not at.error
     images = [s for s in specs(at) if s["data"][0]["type"] == "image"]
     assert len(images) == 1  # every layer x head in one picture
 
 
-def test_bert_heads_view_has_twelve_heatmaps_matching_the_model(bundled) -> None:
+def test_pretrained_heads_view_has_twelve_heatmaps_matching_the_model(bundled) -> None:
     from attnviz.engine.hooked import trace_model
 
-    at = app(BERT, query={"view": "heads", "layer": "2"})
+    at = app(PRETRAINED, query={"view": "heads", "layer": "2"})
     assert not at.exception
     maps = heatmap_specs(at)
     assert len(maps) == 12
@@ -38,7 +38,7 @@ def test_bert_heads_view_has_twelve_heatmaps_matching_the_model(bundled) -> None
 
 
 def test_scaling_off_shows_the_diff_and_the_embedding_cosine() -> None:
-    at = app(BERT)
+    at = app(PRETRAINED)
     assert not at.metric
     at.toggle(key="wi_scale").set_value(False).run()
     assert not at.exception
@@ -53,7 +53,7 @@ def test_scaling_off_shows_the_diff_and_the_embedding_cosine() -> None:
 
 
 def test_a_hidden_token_is_drawn_as_masked_and_the_rows_still_sum_to_one() -> None:
-    at = app(BERT, query={"view": "detail"})
+    at = app(PRETRAINED, query={"view": "detail"})
     at.multiselect(key="wi_hide").set_value([2]).run()
     assert not at.exception
     weights = z_of(heatmap_specs(at)[-1])  # detail: scores, logits, weights
@@ -62,34 +62,34 @@ def test_a_hidden_token_is_drawn_as_masked_and_the_rows_still_sum_to_one() -> No
 
 
 def test_ablating_a_head_changes_the_embedding() -> None:
-    at = app(BERT)
+    at = app(PRETRAINED)
     at.multiselect(key="wi_silence").set_value(["L0H3", "L5H11"]).run()
     assert not at.exception
     assert float(at.metric[0].value) < 1.0
 
 
 def test_a_model_that_cannot_load_gives_a_message() -> None:
-    at = app(BERT)
+    at = app(PRETRAINED)
     at.text_input(key="model").set_value("no-such-org/no-such-model-xyz").run()
     assert not at.exception
     assert at.error and "no-such-model-xyz" in at.error[0].value
 
 
 def test_chinese_text_on_an_english_vocabulary_says_so() -> None:
-    at = app(BERT)
+    at = app(PRETRAINED)
     at.text_area(key="text").set_value("我爱水课").run()
     assert not at.exception
     assert any("[UNK]" in w.value for w in at.warning)
 
 
-def test_bert_page_in_chinese() -> None:
-    at = app(BERT, query={"lang": "中文"})
+def test_pretrained_page_in_chinese() -> None:
+    at = app(PRETRAINED, query={"lang": "中文"})
     assert not at.exception
     assert "预训练" in page_text(at)
 
 
 def test_link_view_finds_the_head_that_links_it_to_animal_and_opens_it() -> None:
-    at = app(BERT, query={"view": "link", "query": "10", "link_key": "2"})
+    at = app(PRETRAINED, query={"view": "link", "query": "10", "link_key": "2"})
     assert not at.exception
     table = at.dataframe[0].value
     assert (int(table.iloc[0]["layer"]), int(table.iloc[0]["head"])) == (5, 11)

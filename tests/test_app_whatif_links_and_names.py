@@ -1,5 +1,5 @@
-"""The what-if panel, links between views, PNG names and the classroom pages' notes, on real pages
-(first filed as issue 9's defects 6, 9, 10, 11 and 12)."""
+"""The what-if panel, links between views, PNG names and the classroom pages' notes, on real
+pages."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def test_whatif_follows_the_open_head_and_says_what_changed() -> None:
     # last layer silenced: the panel says no weight can move, and shows what did change
     assert any("last layer" in c.value for c in at.caption)
     metrics = {m.label: m.value for m in at.metric}
-    assert float(metrics[translate("bert.cosine")]) < 1.0
+    assert float(metrics[translate("pretrained.cosine")]) < 1.0
     moved = next(v for k, v in metrics.items() if k.startswith("Largest change"))
     assert float(moved.rstrip("%")) > 0
     # the shift grid outlines the silenced head and has no 1e-6 colour bar

@@ -1,4 +1,4 @@
-"""Issue 33's views on the Pretrained page in AppTest: head logits, the logit lens, compare, the
+"""What a head writes, on the Pretrained page in AppTest: head logits, the logit lens, compare, the
 "weights | moved" and "pieces | words" switches, each from a link, with the engine's numbers and
 their CSV; an encoder says why it has no head logits."""
 

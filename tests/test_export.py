@@ -1,4 +1,4 @@
-"""Exports (defect 11): the JSON carries sentence, model/config and knobs, stays small; the .npz
+"""Exports: the JSON carries sentence, model/config and knobs, stays small; the .npz
 holds every tensor exactly."""
 
 from __future__ import annotations

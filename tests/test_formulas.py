@@ -1,4 +1,4 @@
-"""The formulas the pages show are written from the knobs that computed the numbers (defect 2)."""
+"""The formulas the pages show are written from the knobs that computed the numbers."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Issue 10's numbered defects, one test (or a few) each, plus the budget and public mode.
+"""Hostile and careless input, one section per kind (NaN instead of an answer, wrong exception
+types, devices that cannot trace, resource exhaustion, long pairs, values silently accepted,
+misleading messages, the model box), plus the budget and public mode.
 
-Each failed on main before the fix (commit 334133f, where they were named test_defect_N_*) and
-passes now.
+Each test failed before its fix (commit 334133f, where they were named test_defect_N_*).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from attnviz.i18n import translate
 from tests.apphelpers import app, heatmap_specs, specs
 
 SENT = "The animal didn't cross the street because it was too tired."
-BERT = "app_pages/pretrained.py"
+PRETRAINED = "app_pages/pretrained.py"
 
 
 @pytest.fixture(scope="module")
@@ -269,8 +270,8 @@ def test_playground_names_the_sentence_that_was_cut() -> None:
     assert "first sentence" not in warnings
 
 
-def test_bert_page_says_both_sentences_count_together() -> None:
-    at = app(BERT, {"text": "word " * 600})
+def test_pretrained_page_says_both_sentences_count_together() -> None:
+    at = app(PRETRAINED, {"text": "word " * 600})
     assert not at.exception
     warnings = " ".join(w.value for w in at.warning)
     assert "has 602 tokens (both sentences together" in warnings and "at most 512" in warnings
@@ -301,7 +302,7 @@ def _bodies(at) -> list[str]:
 
 @pytest.mark.parametrize("name", ["../../../../etc", "/tmp", "~"])
 def test_folders_are_not_listed_and_home_is_not_shown(name: str) -> None:
-    at = app(BERT, {"model": name})
+    at = app(PRETRAINED, {"model": name})
     assert not at.exception
     errors = " ".join(e.value for e in at.error)
     assert "not a model folder" in errors
@@ -314,16 +315,16 @@ def test_model_name_is_never_live_markdown() -> None:
     from tests.test_hostile import raw_markup
 
     name = ":red[evil] **bold** [x](javascript:alert(1))"
-    at = app(BERT, {"model": name})
+    at = app(PRETRAINED, {"model": name})
     assert not at.exception and at.error
     assert raw_markup(_bodies(at), [":red[evil]", "**bold**", "[x](javascript:alert(1))"]) == []
 
 
 def test_a_refused_model_name_is_explained_in_chinese_with_the_original_below() -> None:
-    at = app(BERT, {"model": "x" * 1000, "lang": "中文"})
+    at = app(PRETRAINED, {"model": "x" * 1000, "lang": "中文"})
     assert not at.exception
-    assert [e.value for e in at.error] == [translate("bert.name_refused", "zh")]
-    assert at.expander[-1].label == translate("bert.error_original", "zh")
+    assert [e.value for e in at.error] == [translate("pretrained.name_refused", "zh")]
+    assert at.expander[-1].label == translate("pretrained.error_original", "zh")
     assert "1000 characters" in at.code[-1].value
 
 
@@ -334,7 +335,7 @@ def test_public_mode_offers_only_the_allowlist(monkeypatch) -> None:
     monkeypatch.setenv("ATTNVIZ_PUBLIC", "1")
     budget.cache_clear()
     try:
-        at = app(BERT, {"model": "/etc"})
+        at = app(PRETRAINED, {"model": "/etc"})
         assert not at.exception
         box = at.selectbox(key="model")
         # the bundled models: MiniLM, the one attnviz trained, and the registry LLMs where

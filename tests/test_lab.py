@@ -132,7 +132,7 @@ def test_a_run_stops_when_asked_and_the_server_refuses_more_than_lab_runs() -> N
 
 
 def test_most_steps_is_the_budget_edge() -> None:
-    # Issue 34: the ÷√d_k slider offered 1000 steps, refused at d_k 256 ("2.2 TFLOP ... allows
+    # Regression: the ÷√d_k slider offered 1000 steps, refused at d_k 256 ("2.2 TFLOP ... allows
     # 2.0"). most_steps is the last step count LabConfig accepts for the same settings.
     for settings in (dict(d_k=256, eval_every=5), dict(d_k=64, eval_every=5), dict(n_heads=8)):
         most = most_steps(**settings)
@@ -166,7 +166,7 @@ def test_the_lab_sliders_offer_only_what_the_budget_allows() -> None:
 
 
 def test_stop_ends_the_run_within_its_own_rerun() -> None:
-    # Issue 34: Stop took 2.9 s to answer: its rerun drew the run still going, the section's
+    # Regression: Stop took 2.9 s to answer: its rerun drew the run still going, the section's
     # next poll (1 s) saw it end, and a third run brought Train back. Now the rerun of the click
     # waits for the run to end (it stops after its step) and draws it stopped, Train enabled.
     at = _page({"lab_steps": "2000"})

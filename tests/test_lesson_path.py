@@ -1,4 +1,4 @@
-"""The lesson path (build item 6): classroom pages in teaching order with previous/next links."""
+"""The lesson path: classroom pages in teaching order with previous/next links."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_navigation_lists_the_classroom_pages_in_lesson_order() -> None:
     router = (ROOT / "attnviz" / "app.py").read_text()
     listed = re.findall(r'page\("(app_pages/[a-z_]+\.py)"', router)
     in_nav = [p for p in listed if p in {s.path for s in LESSON}]
-    # the BERT page sits under Explore too; the rest appear in the order they are taught
+    # the Pretrained page sits under Explore too; the rest appear in the order they are taught
     order = [s.path for s in LESSON if s.name != "pretrained"]
     assert [p for p in in_nav if p != "app_pages/pretrained.py"] == order
 
@@ -46,8 +46,8 @@ def test_every_lesson_page_links_to_its_neighbours(stop: Stop) -> None:
 
 
 def test_the_root_app_py_runs_the_same_app_and_its_page_links() -> None:
-    # Issue 34 item 7: `streamlit run app.py` from the repository root. Streamlit resolves page
-    # paths against the main script's folder, which is then the root, not attnviz/.
+    # `streamlit run app.py` from the repository root, the command users try first. Streamlit
+    # resolves page paths against the main script's folder, which is then the root, not attnviz/.
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
@@ -60,7 +60,7 @@ def test_the_root_app_py_runs_the_same_app_and_its_page_links() -> None:
 
 
 def test_next_opens_the_next_page_with_only_what_it_means() -> None:
-    # Issue 34: Next x4 from the Masks page's lesson link (我爱水课 and an English pair) reached
+    # Regression: Next x4 from the Masks page's lesson link (我爱水课 and an English pair) reached
     # the Pretrained finale with that sentence and pair: Link two tokens showed "courses" ->
     # "love", not it -> animal. Each Next now opens its page as the lesson's link for it does.
     from urllib.parse import parse_qs

@@ -1,4 +1,4 @@
-"""One rule for masked keys in every view (issue 34): a masked cell is drawn and printed as masked,
+"""One rule for masked keys in every view: a masked cell is drawn and printed as masked,
 never as a weight of 0.00; baselines are uniform over the keys a row may see; the pairs a view
 opens on are ones the mask allows, and a decoder's one-query views open on its last token."""
 

@@ -1,5 +1,5 @@
 """The masks lesson (note 002): the engine's numbers against oracles, and the page in both
-languages (build item 5, defect 14)."""
+languages."""
 
 from __future__ import annotations
 

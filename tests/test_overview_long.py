@@ -2,7 +2,7 @@
 
 At 512 tokens the overview sent three n x n heatmaps of numbers under the mosaic on every head
 change (3.3 MB on the wire), and the mosaic's colour scale flipped on the first head change, so the
-mosaic was sent again too (bench/load.py; issue 8 asks <= 150 KB for a head change).
+mosaic was sent again too (bench/load.py; a head change should send at most 150 KB).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Projector mode (build item 3): the toggle in the URL grows figure fonts and turns tables into
+"""Projector mode: the toggle in the URL grows figure fonts and turns tables into
 HTML tables that grow with the page; every page runs with it in both languages."""
 
 from __future__ import annotations

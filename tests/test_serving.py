@@ -1,4 +1,4 @@
-"""Serving a class (issue 8): byte-bounded caches, compact traces that convert on access, the
+"""Serving a class: byte-bounded caches, compact traces that convert on access, the
 overview as a PNG that a head change does not resend, downloads built on demand, warm-up."""
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def test_the_csv_is_built_only_when_downloaded(monkeypatch) -> None:
     ("lang", "shown"),
     [("English", "Loading the weights of sentence"), ("中文", "正在加载 sentence")],
 )
-def test_bert_page_shows_progress_while_the_model_loads(monkeypatch, lang, shown) -> None:
+def test_pretrained_page_shows_progress_while_the_model_loads(monkeypatch, lang, shown) -> None:
     from attnviz.i18n import Message
     from attnviz.serve import warmup
 
@@ -345,7 +345,7 @@ def test_the_class_server_neither_watches_files_nor_collects_after_every_run() -
 
 
 def test_uploads_are_capped_near_the_text_limit_and_the_boxes_say_it() -> None:
-    """Issue 34: the upload box said "200MB per file" (Streamlit's default, held in memory) while
+    """The upload box said "200MB per file" (Streamlit's default, held in memory) while
     a document may have 100,000 characters. The server's cap now fits the largest allowed text
     (4 bytes a character in UTF-8) and no more than 1 MB; the boxes state the limit."""
     import tomllib

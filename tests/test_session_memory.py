@@ -30,7 +30,7 @@ def test_a_session_holds_no_trace_after_its_runs(page):
     before = live_trace_ids()
     at = app(page)
     at.text_area(key="text").set_value("the quick brown fox jumps over the lazy dog").run()
-    if page.endswith("bert.py"):
+    if page.endswith("pretrained.py"):
         at.number_input(key="wi_temp").set_value(2.0).run()  # the what-if path: two traces
     for view in VIEWS:
         at.segmented_control(key="view").set_value(view).run()

@@ -5,7 +5,7 @@ A property test: from each page of app.py's navigation, seeded random sequences 
 browser would show must have the same widget values, figure data, tables and texts. Between
 sequences the walk goes Back and Next over the entries it made (one per step that changed the
 address, as attnviz/assets/js/history.js keeps them): each must show what it showed then. Plus
-the sequences of issue 9 defect 1 and issue 34's Back, spelled out.
+spelled-out sequences: K/V heads kept through head changes, and Back and Next step by step.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def test_navigation_is_discovered() -> None:
 
 
 def test_playground_mqa_link_survives_fewer_heads() -> None:
-    # Defect 1: heads 8, then K/V heads 1, then heads 4 reopened with K/V 4 (MHA, not MQA).
+    # Regression: heads 8, then K/V heads 1, then heads 4 reopened with K/V 4 (MHA, not MQA).
     at = app()
     at.select_slider(key="heads").set_value(8).run()
     at.select_slider(key="kv").set_value(1).run()
@@ -103,7 +103,7 @@ def test_playground_mqa_link_survives_fewer_heads() -> None:
 
 
 def test_sharing_page_link_keeps_every_slider() -> None:
-    # Defect 1: heads 16, K/V 8, K/V 1, d_model 64 kept only ?sh_h=16 and reopened as GQA, 4 K/V.
+    # Regression: heads 16, K/V 8, K/V 1, d_model 64 kept only ?sh_h=16 and reopened as GQA, 4 K/V.
     page = "app_pages/sharing.py"
     at = app(page)
     at.select_slider(key="sh_h").set_value(16).run()
@@ -122,7 +122,7 @@ def test_sharing_page_link_keeps_every_slider() -> None:
     [(4, 4, 8, 8), (8, 8, 2, 2), (8, 1, 16, 1), (8, 2, 16, 4), (16, 4, 8, 2), (8, 4, 2, 2)],
 )
 def test_more_heads_keep_the_sharing_kind(start: int, kv: int, to: int, expected: int) -> None:
-    # Defect 8: 4 -> 8 heads kept K/V at 4 and turned MHA into GQA without a word.
+    # Regression: 4 -> 8 heads kept K/V at 4 and turned MHA into GQA without a word.
     at = app()
     at.select_slider(key="heads").set_value(start).run()
     at.select_slider(key="kv").set_value(kv).run()
@@ -135,7 +135,7 @@ VIEW_KEYS = ("lang", "view", "layer", "head")  # in every link of the explorer, 
 
 
 def test_the_link_holds_the_whole_view_from_the_first_run() -> None:
-    # Issue 34: the address named lang, view, layer and head only once they left their defaults
+    # Regression: the address named lang, view, layer and head only once they left their defaults
     # (a link copied at once opened in the reader's language, on whatever view is the default).
     at = app(PRETRAINED)
     url = url_of(at)
@@ -149,7 +149,7 @@ def test_the_link_holds_the_whole_view_from_the_first_run() -> None:
 
 
 def test_a_view_without_a_head_picker_keeps_the_head() -> None:
-    # Issue 34: from view=detail&layer=3&head=7, Lines wrote view=lines&layer=3 (head lost), drew
+    # Regression: from view=detail&layer=3&head=7, Lines wrote view=lines&layer=3 (head lost), drew
     # head 0's lines, and Head detail came back on head 0.
     at = app(PRETRAINED, query={"view": "detail", "layer": "3", "head": "7"})
     at.segmented_control(key="view").set_value("lines").run()
@@ -163,7 +163,7 @@ def test_a_view_without_a_head_picker_keeps_the_head() -> None:
 
 
 def test_link_opens_on_its_own_pair_after_one_query_and_keeps_a_picked_query() -> None:
-    # Issue 34: One query (or Rollout), then Link gave query=0 and "[CLS] -> animal": a key picked
+    # Regression: One query (or Rollout), then Link gave query=0 and "[CLS] -> animal": a key picked
     # for another query. A query nobody picked follows each view's default; a picked one stays,
     # and the key is then that query's own.
     at = app(PRETRAINED)
@@ -187,7 +187,7 @@ def test_link_opens_on_its_own_pair_after_one_query_and_keeps_a_picked_query() -
 
 
 def test_back_and_next_retrace_each_step() -> None:
-    # Issue 34: overview -> detail -> layer 1 -> head 1 -> head 2 -> Lines, then Back showed a
+    # Regression: overview -> detail -> layer 1 -> head 1 -> head 2 -> Lines, then Back showed a
     # state that never existed (head=2&layer=1&view=lines), then nothing, then Lines at layer 0,
     # then left the app. Each Back must show the step before; each Next the step after.
     at = app(PRETRAINED)

@@ -1,6 +1,6 @@
-"""Issue 33's views (moved, words, head logits, the logit lens, compare) show the engine's numbers:
-a lean trace's the same as a full trace's, the grids the same as the tables, the difference map
-the same as b − a computed cell by cell."""
+"""The views of what a head writes (moved, words, head logits, the logit lens, compare) show the
+engine's numbers: a lean trace's the same as a full trace's, the grids the same as the tables, the
+difference map the same as b − a computed cell by cell."""
 
 from __future__ import annotations
 

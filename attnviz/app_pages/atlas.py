@@ -21,7 +21,9 @@ if atlas_saved.pick_source() == "saved":
 else:
     with st.sidebar:
         if public():  # a class server: only the allowlist, never a typed name or folder
-            name = st.selectbox(t("bert.model_public"), allowed_models(), **url.bound("at_model"))
+            name = st.selectbox(
+                t("pretrained.model_public"), allowed_models(), **url.bound("at_model")
+            )
             models.public_facts(name)
         else:  # a bundled model, or a name typed below it (as on the Pretrained page)
             name = models.pick_model("at_pick", "at_model", t("pick.label"), t("pick.other"))

@@ -12,22 +12,22 @@ from attnviz.ui.explorer.pickers import followed_head
 from attnviz.views import registry
 
 t = ui.t
-st.title(t("bert.title"))
-st.caption(t("bert.intro"))
+st.title(t("pretrained.title"))
+st.caption(t("pretrained.intro"))
 
 with st.sidebar:
     if public():  # a class server: only the allowlist, never a typed name or folder
-        name = st.selectbox(t("bert.model_public"), allowed_models(), **url.bound("model"))
+        name = st.selectbox(t("pretrained.model_public"), allowed_models(), **url.bound("model"))
         models.public_facts(name)
     else:  # a bundled model, or a name typed below it
         name = models.pick_model("pick", "model", t("pick.label"), t("pick.other"))
     device = ui.url_select(
         st.selectbox,
-        t("bert.device"),
+        t("pretrained.device"),
         models.devices(),
         "device",
         url.default("device"),
-        format_func={d: t(f"bert.device.{d}") for d in models.devices()}.get,
+        format_func={d: t(f"pretrained.device.{d}") for d in models.devices()}.get,
     )
     dtype = ui.url_select(  # by value in the URL: the "auto" option is translated
         st.selectbox,
@@ -36,7 +36,7 @@ with st.sidebar:
         "dtype",
         url.default("dtype"),
         help=t("pm.dtype_help"),
-        format_func={**{d: d for d in models.DTYPES}, "auto": t("bert.device.auto")}.get,
+        format_func={**{d: d for d in models.DTYPES}, "auto": t("pretrained.device.auto")}.get,
     )
 
 if models.not_installed(name.strip()):  # a registry LLM before `attnviz models`: the command
@@ -44,11 +44,13 @@ if models.not_installed(name.strip()):  # a registry LLM before `attnviz models`
 try:
     model = models.get_model(name.strip() or None, device, dtype)
 except Exception as err:  # noqa: BLE001 - any loader failure (e.g. a broken mirror's files): a message
-    shown = markup.code(name.strip()) if name.strip() else t("bert.bundled")
+    shown = markup.code(name.strip()) if name.strip() else t("pretrained.bundled")
     why = (
-        t("bert.load_failed_public") if public() else markup.escape(f"{type(err).__name__}: {err}")
+        t("pretrained.load_failed_public")
+        if public()
+        else markup.escape(f"{type(err).__name__}: {err}")
     )
-    st.error(t("bert.load_failed", name=shown, msg=why))
+    st.error(t("pretrained.load_failed", name=shown, msg=why))
     model = None
 if model is None:
     st.stop()
@@ -68,8 +70,8 @@ def traced(request):
 
 # Folded: open, the knobs and results put the views ~900 px down the page. What a knob changed
 # shows right below it in one row (whatif_panel.results), and names the silenced heads.
-with st.expander(t("bert.whatif"), expanded=False):
-    st.caption(t("bert.whatif_help"))
+with st.expander(t("pretrained.whatif"), expanded=False):
+    st.caption(t("pretrained.whatif_help"))
     c1, c2 = st.columns([1, 1])
     use_scale = c1.toggle(t("pg.scale"), value=url.default("wi_scale"), **url.bound("wi_scale"))
     temperature = c2.number_input(
@@ -80,9 +82,9 @@ with st.expander(t("bert.whatif"), expanded=False):
     # exactly what is picked: no "Select N matches" (typing L3H1 and Enter once silenced L3H1,
     # L3H10 and L3H11); typed text matches anywhere, the first match in order is L3H1 itself
     ablate_ids = st.multiselect(
-        t("bert.ablate"),
+        t("pretrained.ablate"),
         list(head_ids),
-        placeholder=t("bert.pick_heads"),
+        placeholder=t("pretrained.pick_heads"),
         **ui.EXACT,
         **url.bound("wi_silence"),
     )
@@ -97,10 +99,10 @@ with st.expander(t("bert.whatif"), expanded=False):
     # positions in the URL, not labels ("3: the"); typing 1 and Enter hides position 1 alone
     url.seed_list("wi_hide", list(range(len(tokens))))
     masked = st.multiselect(
-        t("bert.mask"),
+        t("pretrained.mask"),
         range(len(tokens)),
         format_func=ui.numbered(tokens),
-        placeholder=t("bert.pick_tokens"),
+        placeholder=t("pretrained.pick_tokens"),
         **ui.EXACT,
         key="wi_hide",
     )
@@ -120,14 +122,14 @@ trace, base_trace = full_trace.part(part), full_base.part(part)
 pretrained.length_note(model, full_trace)  # tokens, the budget, what was cut and why
 n_unk = sum(tok == "[UNK]" for tok in trace.tokens)
 if n_unk:
-    st.warning(t("bert.unk", n=n_unk))
+    st.warning(t("pretrained.unk", n=n_unk))
 
 follow = None
 if changed:
     follow = followed_head(trace)
     whatif_panel.results(whatif.compare(trace, base_trace), trace, base_trace, follow)
 else:
-    st.caption(t("bert.no_change"))
+    st.caption(t("pretrained.no_change"))
 if model.kind != "encoder":
     pretrained.next_tokens(model, full_trace, full_base if changed else None)
 

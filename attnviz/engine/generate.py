@@ -10,8 +10,6 @@ the cached path against a no-cache path that reruns the whole sequence each step
 
 from __future__ import annotations
 
-import os
-import shutil
 from dataclasses import dataclass, field
 
 import torch
@@ -329,36 +327,3 @@ def generate(
 TRAINED_DECODER = (
     "attnviz-char-zh-en"  # what the Generate page loads with no name (attnviz.bundled_models)
 )
-
-
-def demo_decoder() -> str:
-    """A folder holding a tiny random Llama (4 layers, 4 query heads, 2 K/V heads, d_model 64,
-    seed 0) with the bundled model's tokenizer, made once per machine in the temporary folder: a
-    cheap decoder for tests and examples. Its weights are random: its attention shows the
-    mechanics of generation (rows, cache, knobs), not anything learned."""
-    import tempfile
-    from pathlib import Path
-
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
-
-    from attnviz.engine.hooked.finding import resolve
-
-    folder = Path(tempfile.gettempdir()) / "attnviz-random-decoder-v1"
-    if (folder / "model.safetensors").exists() and (folder / "tokenizer.json").exists():
-        return str(folder)
-    tokenizer = AutoTokenizer.from_pretrained(resolve(None)[0])
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-        bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    partial = folder.with_name(f"{folder.name}.{os.getpid()}.part")
-    AutoModelForCausalLM.from_config(config).save_pretrained(partial)
-    tokenizer.save_pretrained(partial)
-    try:
-        partial.rename(folder)
-    except OSError:  # another process made it first
-        shutil.rmtree(partial, ignore_errors=True)
-    return str(folder)

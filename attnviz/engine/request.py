@@ -8,7 +8,7 @@ worker runs; the Trace it gives remembers it (`Trace.request`). Nothing here imp
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
 
 from attnviz.engine import validate
@@ -84,11 +84,3 @@ class TraceRequest:
         """What requests must share to be run in one forward: the model, the knobs and the limit
         (whether they may at all is the model's: attnviz.engine.hooked.tracing.may_share)."""
         return (self.model, self.knobs, self.max_length)
-
-
-def requests_for(
-    model: Hashable, texts: Iterable[str], max_length=None, **knobs
-) -> list[TraceRequest]:
-    """One request per text with the same model and knobs (checked once)."""
-    checked = Knobs.checked(**knobs)
-    return [TraceRequest(model, text, None, checked, max_length) for text in texts]

@@ -39,7 +39,8 @@ LESSON = (
     Stop("multihead", "app_pages/multihead.py", "nav.multihead", 7, ("000", "001", "003")),
     Stop("sharing", "app_pages/sharing.py", "nav.sharing", 4, ("003",), (("sh_kv", "2"),)),
     Stop("positions", "app_pages/positions.py", "nav.positions", 6, ("002", "003", "004")),
-    Stop("pretrained", "app_pages/pretrained.py", "nav.bert", 5, ("004",), (("view", "link"),)),
+    Stop("pretrained", "app_pages/pretrained.py", "nav.pretrained", 5, ("004",),
+         (("view", "link"),)),
 )  # fmt: skip
 
 

@@ -250,11 +250,6 @@ def roles_passed(scores: dict[str, float]) -> tuple[str, ...]:
     return passed or ("mixed",)
 
 
-def role_of(scores: dict[str, float]) -> str:
-    """The primary role: the first passed in ROLE_ORDER, else "mixed"."""
-    return roles_passed(scores)[0]
-
-
 def _shown_score(row: dict) -> str:
     """The score a head's example illustrates: its role's, or for a mixed head its strongest."""
     if row["role"] != "mixed":

@@ -1,6 +1,6 @@
 """Public mode, for a server a whole class (or the internet) can reach: ATTNVIZ_PUBLIC=1.
 
-In public mode the BERT page offers only the models of an allowlist (ATTNVIZ_MODELS, names
+In public mode the Pretrained page offers only the models of an allowlist (ATTNVIZ_MODELS, names
 separated by commas; by default the bundled models that are installed: all-MiniLM-L6-v2, the
 models attnviz trained and the registry LLMs fetched by `attnviz models`,
 attnviz.bundled_models()), takes no paths (a .gguf file included), never looks a typed name up

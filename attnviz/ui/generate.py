@@ -98,7 +98,7 @@ def settings(model) -> tuple[str, int, Sampling, WhatIf] | None:
         if any(h not in ids for h in kept):
             st.session_state["g_ablate"] = [h for h in st.session_state["g_ablate"] if h in ids]
         off = w3.multiselect(t("gen.ablate"), ids, list(url.default("g_ablate")),
-                             placeholder=t("bert.pick_heads"), **EXACT,
+                             placeholder=t("pretrained.pick_heads"), **EXACT,
                              **url.bound("g_ablate"))  # fmt: skip
     try:
         sampling = Sampling(greedy, float(temp), int(top_k), int(seed))

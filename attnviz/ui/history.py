@@ -5,16 +5,16 @@ bound to the URL (bind="query-params") *replaces* the current entry, and every q
 script sends (an st.query_params write, a bound widget set by code or gone from the page) *pushes*
 a new entry unless the run answers Back or Next. So one click pushed two or three entries (the
 view, then a picker that left the page), a slider move rewrote the entry Back returns to, and Back
-showed states that were never drawn (issue 34).
+showed states that were never drawn.
 
-attnviz takes the first option of the issue, one entry per user step, rather than no history at
-all: a class goes back and forth between views, and Back is how a browser does that. The rule
-lives in the browser, the only place that knows what a user step is: attnviz/assets/js/history.js
-(a Components v2 module, no iframe, loaded once a page load) routes every address-bar write of
-the page through it. The first write after a click or key press pushes one entry; every other
-write of that step (its reruns, a page's first run, the run that answers Back or Next) replaces
-it. The server's half is in attnviz.ui.url: the URL holds the whole view (so an entry is a state
-that can be drawn again), and a Back or Next run takes every key from the URL (`url.navigating`).
+attnviz keeps one entry per user step rather than no history at all: a class goes back and forth
+between views, and Back is how a browser does that. The rule lives in the browser, the only place
+that knows what a user step is: attnviz/assets/js/history.js (a Components v2 module, no iframe,
+loaded once a page load) routes every address-bar write of the page through it. The first write
+after a click or key press pushes one entry; every other write of that step (its reruns, a page's
+first run, the run that answers Back or Next) replaces it. The server's half is in attnviz.ui.url:
+the URL holds the whole view (so an entry is a state that can be drawn again), and a Back or Next
+run takes every key from the URL (`url.navigating`).
 """
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ STOP_WAIT_S = 1.0  # a step takes well under this: the run has ended when the pa
 def _stop(job: jobs.Job | None) -> None:
     """Stop's callback, before the rerun draws the page: ask the run to stop and wait for it
     (it stops after the step it is in), so this one rerun draws it stopped, Train enabled,
-    instead of the section's next poll and another rerun of the page (2.9 s in issue 34)."""
+    instead of the section's next poll and another rerun of the page (Stop took 2.9 s that way)."""
     if job is None:
         return
     job.stop()

@@ -44,7 +44,7 @@ def pick_model(
         st.selectbox, label, [""] * (none is not None) + list(models), pick, default,
         format_func=_pick_label(models, none), help=t("pick.help", command=FETCH_COMMAND),
     )  # fmt: skip
-    name = st.text_input(typed_label, help=t("bert.model_help"), **url.bound(typed)).strip()
+    name = st.text_input(typed_label, help=t("pretrained.model_help"), **url.bound(typed)).strip()
     if name and name not in models:
         return name
     chosen = name or chosen  # a link's bundled name, in the picker from the next run
@@ -170,16 +170,16 @@ def get_model(name: str | None, device: str, dtype: str = "float32"):
         try:
             return warmup.bundled_model()
         except (ValueError, OSError, RuntimeError) as err:
-            msg = t("bert.load_failed_public") if public() else markup.escape(err)
-            st.error(t("bert.load_failed", name=t("bert.bundled"), msg=msg))
+            msg = t("pretrained.load_failed_public") if public() else markup.escape(err)
+            st.error(t("pretrained.load_failed", name=t("pretrained.bundled"), msg=msg))
             return None
     try:
         name = check_model(name)
     except (ValueError, TypeError) as err:  # a malformed name, or one outside public mode's list
-        _failure(t("bert.name_refused"), err)
+        _failure(t("pretrained.name_refused"), err)
         return None
-    shown = markup.code(name) if name else t("bert.bundled")
-    with st.status(t("bert.loading", name=shown), expanded=False) as status:
+    shown = markup.code(name) if name else t("pretrained.bundled")
+    with st.status(t("pretrained.loading", name=shown), expanded=False) as status:
         try:
             model = load(
                 name,
@@ -188,20 +188,20 @@ def get_model(name: str | None, device: str, dtype: str = "float32"):
                 dtype=dtype,
             )
         except (ValueError, TypeError, OSError, RuntimeError) as err:
-            status.update(label=t("bert.not_loaded", name=shown), state="error")
+            status.update(label=t("pretrained.not_loaded", name=shown), state="error")
             failed = err
         else:
             status.update(
-                label=t("bert.loaded", name=markup.code(model.name), device=model.device),
+                label=t("pretrained.loaded", name=markup.code(model.name), device=model.device),
                 state="complete",
             )
             return model
     if public():
-        st.error(t("bert.load_failed", name=shown, msg=t("bert.load_failed_public")))
+        st.error(t("pretrained.load_failed", name=shown, msg=t("pretrained.load_failed_public")))
     elif lang() == "en":
-        st.error(t("bert.load_failed", name=shown, msg=markup.escape(failed)))
+        st.error(t("pretrained.load_failed", name=shown, msg=markup.escape(failed)))
     else:
-        _failure(t("bert.load_failed_short", name=shown), failed)
+        _failure(t("pretrained.load_failed_short", name=shown), failed)
     return None
 
 
@@ -212,7 +212,7 @@ def _failure(summary: str, err: BaseException) -> None:
         st.error(markup.escape(err))
         return
     st.error(summary)
-    with st.expander(t("bert.error_original")):
+    with st.expander(t("pretrained.error_original")):
         st.code(str(err), language=None, wrap_lines=True)
 
 

@@ -159,7 +159,7 @@ TABLE = (
     Key("lines_pair", EXPLORER, "choice", "all", "value", ("all", "ab", "ba", "aa", "bb")),
     Key("ro_res", EXPLORER, "bool", True, doc="rollout with the residual connection"),
     Key("ro_scale", EXPLORER, "choice", default_scale, "value", SCALES),
-    # what a head writes (issue 33)
+    # what a head writes: weights or moved, words or pieces
     Key("field", EXPLORER, "choice", "weights", "value", ("weights", "moved"),
         doc="the maps: softmax weights, or moved (each weight × ||W_O v|| of its key)"),
     Key("unit", ("pretrained",), "choice", "pieces", "value", ("pieces", "word", "char"),
@@ -199,7 +199,7 @@ TABLE = (
     Key("po_delta", ("positions",), "int", 2, lo=-4, hi=4),
     Key("po_alpha", ("positions",), "choice", 2.0,
         options=(0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)),
-    # attention while generating (issue 24)
+    # the Generate page: attention while generating
     Key("g_pick", ("generate",), "choice", _first_decoder, "value", _DECODER_PICKS,
         doc="a bundled decoder (default: SmolLM2 in English, Gemma 3 in Chinese, where "
         "installed; else attnviz-char-zh-en); a name in `g_model` goes first"),
@@ -216,7 +216,7 @@ TABLE = (
     Key("g_temp", ("generate",), "float", 1.0, lo=0.05, hi=20.0, doc="what if: temperature"),
     Key("g_ablate", ("generate",), "list", [], doc="what if: silenced heads, L<layer>H<head>"),
     Key("g_step", ("generate",), "int", 0, "value", lo=0, doc="the step shown"),
-    # the training lab (issue 24)
+    # the training lab
     Key("lab_seed", ("lab",), "int", 0, lo=0, hi=9999),
     Key("lab_steps", ("lab",), "int", 400, lo=50, hi=2000, doc="induction run: training steps"),
     Key("lab_lr", ("lab",), "choice", 0.001, options=(0.0003, 0.001, 0.003)),

@@ -1,4 +1,4 @@
-"""The BERT page's what-if results: a one-line summary, the details folded into tabs.
+"""The Pretrained page's what-if results: a one-line summary, the details folded into tabs.
 
 Compact on purpose: the views below stay near the top of the page. The per-head difference shows
 the head open in the view below (the explorer reruns the page when that head changes).
@@ -21,7 +21,7 @@ def results(change: WhatIf, trace: Trace, base: Trace, head: tuple[int, int]) ->
     """Three numbers in one row, a sentence on what silencing does, and the rest in tabs."""
     with st.container(border=True):
         c1, c2, c3 = st.columns(3)
-        c1.metric(t("bert.cosine"), f"{change.cosine:.4f}")
+        c1.metric(t("pretrained.cosine"), f"{change.cosine:.4f}")
         tok = change.most_changed_token
         c2.metric(
             t("wi.token_metric", token=markup.escape(trace.tokens[tok])),
@@ -69,7 +69,7 @@ def results(change: WhatIf, trace: Trace, base: Trace, head: tuple[int, int]) ->
                     # no "1μ" scale over an all-zero grid
                     Colour(zmin=0.0, zmax=max(float(shift.max()), 0.05), value="Δ"),
                     Marks(numbers=True),
-                    Frame(t("bert.shift_title"), 80 + 34 * trace.n_layers),
+                    Frame(t("pretrained.shift_title"), 80 + 34 * trace.n_layers),
                 )
                 fig.update_xaxes(tickangle=0)
                 mark_cells(fig, change.silenced)
@@ -86,7 +86,7 @@ def results(change: WhatIf, trace: Trace, base: Trace, head: tuple[int, int]) ->
                     Axis(trace.tokens, t("w.query")),
                     Colour.diverging(t("w.diff"), 1.0),
                     Marks(),
-                    Frame(t("bert.diff_title", l=la, h=h), 460),
+                    Frame(t("pretrained.diff_title", l=la, h=h), 460),
                 )
                 chart(fig, key="diff")
                 if (la, h) in change.silenced or float(change.shift[la, h]) <= 1e-6:

@@ -224,11 +224,6 @@ def exportable(trace: Trace) -> bool:
     return not any(layer.lean for layer in trace.layers)
 
 
-def json_bytes_estimate(trace: Trace) -> int:
-    """About how many bytes `to_json` writes with every weight (see json_bytes)."""
-    return json_bytes(trace)
-
-
 def to_npz(trace: Trace, text: str, pair: str | None = None) -> bytes:
     """Every tensor at float32 (layer i's q is "L{i}.q"), plus the JSON header as "meta"."""
     arrays: dict[str, np.ndarray] = {}

@@ -22,8 +22,8 @@ def test_generate_opens_the_run_and_step_of_its_link(page, lang: str) -> None:
         assert len(values) == 4 and values[2].endswith("KiB")
         title = "Step 3" if lang == "English" else "第 3 步"
         assert p.page.get_by_text(title).count() >= 1
-        # Every generated token drawn, whitespace as ␣ / ⏎ (issue 34): one character a token
-        # of the character model.
+        # Every generated token drawn, whitespace as ␣ / ⏎ (Markdown would drop a bare space): one
+        # character a token of the character model.
         said = "Generated (6 tokens):" if lang == "English" else "生成（6 个词元）："
         line = p.page.get_by_text(said).first.evaluate("e => e.parentElement.innerText")
         made = line.split(said, 1)[1].strip()
@@ -63,7 +63,7 @@ def test_lab_trains_both_sections(page, projector: bool) -> None:
 
 
 def test_lab_in_chinese_and_its_stop_button(big_page) -> None:
-    # Issue 34: a link asking for 1000 ÷√d_k steps at d_k 256 got the refusal twice and Train
+    # Regression: a link asking for 1000 ÷√d_k steps at d_k 256 got the refusal twice and Train
     # disabled; the slider now ends where the budget does. Stop answers within its own rerun.
     p = big_page
     p.open("lab?lang=中文&lab_steps=2000&sc_steps=1000")

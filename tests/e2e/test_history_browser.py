@@ -1,4 +1,4 @@
-"""The browser's Back and Next in Chromium (issue 34): one history entry per user step, each a
+"""The browser's Back and Next in Chromium: one history entry per user step, each a
 state that was drawn, and Back / Next walk them one at a time (attnviz/assets/js/history.js)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Links and pickers in a real browser (issue 9): what the address bar holds reopens the page, the
+"""Links and pickers in a real browser: what the address bar holds reopens the page, the
 view picker keeps its view through a run without the explorer, load failures say so."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _press(p, label: str, key: str) -> None:
 
 
 def test_view_picker_keeps_its_view_after_a_bad_model_and_an_empty_sentence(page) -> None:
-    # Defect 5: after a failed load (or an empty sentence) the picker showed no view, and the next
+    # Regression: after a failed load (or an empty sentence) the picker showed no view, and the next
     # change dropped the page back to the overview.
     page.open("pretrained")
     page.page.locator(VIEW).filter(has_text="Head detail").click()
@@ -66,7 +66,7 @@ def test_view_picker_keeps_its_view_after_a_bad_model_and_an_empty_sentence(page
 
 
 def test_failed_model_load_says_it_failed(page) -> None:
-    # Defect 13: the status kept reading "Finding no-such-org/..." after the load had failed.
+    # Regression: the status kept reading "Finding no-such-org/..." after the load had failed.
     page.open("pretrained")
     _type(page, MODEL, "no-such-org/no-such-model-xyz")
     status = page.page.locator('[data-testid="stExpander"]').first.inner_text()
@@ -75,7 +75,7 @@ def test_failed_model_load_says_it_failed(page) -> None:
 
 
 def test_embedding_cosine_label_is_not_cut_at_1280(page) -> None:
-    # Defect 13: "Sentence embedding cosine t…" was cut at 1280 px.
+    # Regression: "Sentence embedding cosine t…" was cut at 1280 px.
     page.open("pretrained?wi_scale=false")
     label = page.page.locator('[data-testid="stMetricLabel"]').first
     label.wait_for()
@@ -86,7 +86,7 @@ def test_embedding_cosine_label_is_not_cut_at_1280(page) -> None:
 
 
 def test_playground_mqa_link_in_the_browser(page) -> None:
-    # Defect 1 in the real address bar: heads 8, K/V 1, heads 4 must keep K/V 1 in the link.
+    # K/V heads kept in the real address bar: heads 8, K/V 1, heads 4 must keep K/V 1 in the link.
     page.open("")
     _press(page, "Heads h", "ArrowRight")  # 4 -> 8
     _press(page, "K/V heads", "Home")  # 8 -> 1 (MQA)

@@ -1,4 +1,4 @@
-"""A registry LLM chosen in the Pretrained page's model picker in a real browser (issue 32):
+"""A registry LLM chosen in the Pretrained page's model picker in a real browser:
 SmolLM2-135M loads from its converted cache and its trace is drawn; shot at both sizes."""
 
 from __future__ import annotations

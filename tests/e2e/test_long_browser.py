@@ -1,4 +1,5 @@
-"""The BERT page at 478 tokens in a real browser: every view legible, no tick label on another."""
+"""The Pretrained page at 478 tokens in a real browser: every view legible, no tick label on
+another."""
 
 from __future__ import annotations
 

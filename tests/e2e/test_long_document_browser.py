@@ -109,7 +109,7 @@ def test_an_uploaded_markdown_file_stays_text(page, llama, tmp_path) -> None:
     _wait_text(page, "tokens traced")
     _open_box(page)
     box = page.page.locator('[data-testid="stFileUploader"]')
-    for _ in page.sizes():  # the real limit, not Streamlit's "200MB per file" (issue 34)
+    for _ in page.sizes():  # the real limit, not Streamlit's "200MB per file"
         said = box.inner_text()
         assert "up to 100,000 characters" in said and "1MB per file" in said, said
         page.shot("upload-limit")

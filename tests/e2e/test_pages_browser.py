@@ -75,7 +75,7 @@ def _next(p) -> None:
 
 
 def test_streamlit_run_app_py_from_the_repository_root(browser, tmp_path) -> None:
-    # Issue 34 item 7: the command every Streamlit user tries first starts the same app, and its
+    # The command every Streamlit user tries first starts the same app, and its
     # lesson links (resolved against the main script's folder by Streamlit) lead on: Next from
     # Why √d_k opens Masks as the lesson's link for it does, with 我爱水课.
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--browser.gatherUsageStats",
@@ -96,7 +96,7 @@ def test_streamlit_run_app_py_from_the_repository_root(browser, tmp_path) -> Non
 
 
 def test_lesson_next_carries_only_what_the_next_page_means(page) -> None:
-    # Issue 34: Next x4 from the Masks page's lesson link reached the Pretrained finale with
+    # Regression: Next x4 from the Masks page's lesson link reached the Pretrained finale with
     # 我爱水课 and its English pair: Link two tokens showed "courses" -> "love". Each Next now
     # opens its page as the lesson's link for it does; the finale opens on it -> animal (in
     # Chinese too: the bundled English model keeps the English sentence).

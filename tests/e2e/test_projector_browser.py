@@ -1,4 +1,4 @@
-"""Projector mode at 1280x800 with 150 % browser zoom, every page, both languages (build item 3).
+"""Projector mode at 1280x800 with 150 % browser zoom, every page, both languages.
 
 150 % zoom is emulated the way the browser does it: the page lays out in a 853x533 CSS-pixel
 viewport and paints at device_scale_factor 1.5 (a 1280x800 screenshot). Playwright's

@@ -1,4 +1,4 @@
-"""The what-if panel in a real browser (defect 6): it must not push the views down the page."""
+"""The what-if panel in a real browser: it must not push the views down the page."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def _pick(page, label: str, typed: str) -> None:
 
 
 def test_what_if_pickers_take_exactly_what_is_typed(page) -> None:
-    # Issue 34: typing L3H1 + Enter silenced L3H1, L3H10 and L3H11 ("Select 3 matches" was
+    # Regression: typing L3H1 + Enter silenced L3H1, L3H10 and L3H11 ("Select 3 matches" was
     # highlighted); typing 1 + Enter hid 6 tokens; the URL held labels (b_mask=1%3A+the).
     page.open("pretrained")
     page.page.get_by_text("What if…").first.click()

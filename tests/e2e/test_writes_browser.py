@@ -1,4 +1,4 @@
-"""Issue 33's views in a real browser (what a head writes): head logits, the logit lens, compare,
+"""What a head writes, in a real browser: head logits, the logit lens, compare,
 and the moved and words switches, in English and Chinese at a laptop and a projector size; each
 drawn without an error, shot for a person to look at (out/screenshots/writes-*)."""
 

@@ -25,12 +25,12 @@ ENGLISH_DEFAULTS = re.compile(r"Choose options|Choose an option|No results|\bNon
 @pytest.mark.parametrize("path", list(PAGES))
 def test_chinese_page(path: str, page) -> None:
     # Opened as a teacher types it (?lang=zh): the address bar names the language (the picker's
-    # label) from the first run, so a link copied at once reopens in Chinese (issue 34).
+    # label) from the first run, so a link copied at once reopens in Chinese.
     p = page
     query = "&".join(q for q in ("lang=zh", PAGES[path]) if q)
     p.open(f"{path}?{query}")
     p.wait_count('[data-testid="stPlotlyChart"]', 1, timeout=90, at_least=True)
-    # The sentence follows the language (issue 34), but on the Pretrained page the bundled
+    # The sentence follows the language, but on the Pretrained page the bundled
     # English model keeps the English one (Chinese would be [UNK]).
     box = '[data-testid="stSidebar"] textarea'  # filled by a run after the first chart, at load
     p.page.wait_for_function(f"() => document.querySelector('{box}')?.value", timeout=30_000)

@@ -1,20 +1,21 @@
-"""Issue 9 page defects in AppTest: the view picker after a run without the explorer (5), the
-Multi-head calculators without a sentence (7), FLOPs with thousands separators (13). The browser
-side of 5 and 13 is in tests/e2e/test_links_browser.py; defect 1 and 8 in test_url_roundtrip.py."""
+"""Pickers and counts on real pages in AppTest: the view picker after a run without the explorer,
+the Multi-head calculators without a sentence, FLOPs with thousands separators, the step page's
+query picker with a repeated token. The browser side of the picker and of the status line is in
+tests/e2e/test_links_browser.py; the K/V heads a link keeps, in test_url_roundtrip.py."""
 
 from __future__ import annotations
 
 from attnviz.i18n import translate
 from tests.apphelpers import app
 
-BERT = "app_pages/pretrained.py"
+PRETRAINED = "app_pages/pretrained.py"
 MULTIHEAD = "app_pages/multihead.py"
 
 
 def test_view_picker_is_sent_again_after_a_failed_model_load() -> None:
-    # Defect 5: the picker came back without a selection (the server did not send its value), so
+    # The picker came back without a selection (the server did not send its value), so
     # the browser's next rerun sent "no view" and the page fell back to the overview.
-    at = app(BERT)
+    at = app(PRETRAINED)
     at.segmented_control(key="view").set_value("detail").run()
     at.text_input(key="model").set_value("no-such-org/no-such-model-xyz").run()
     assert at.error and not at.get("button_group")  # no explorer while the model is missing
@@ -24,7 +25,7 @@ def test_view_picker_is_sent_again_after_a_failed_model_load() -> None:
 
 
 def test_view_picker_is_sent_again_after_an_empty_sentence() -> None:
-    at = app(BERT)
+    at = app(PRETRAINED)
     at.segmented_control(key="view").set_value("query").run()
     at.text_area(key="text").set_value("").run()
     at.text_area(key="text").set_value("The cat sat on the mat").run()
@@ -33,7 +34,7 @@ def test_view_picker_is_sent_again_after_an_empty_sentence() -> None:
 
 
 def test_multihead_calculators_and_table_3_do_not_need_a_sentence() -> None:
-    # Defect 7: an empty sentence hid the calculators and Table 3, which do not use it.
+    # An empty sentence hid the calculators and Table 3, which do not use it.
     at = app(MULTIHEAD, query={"text": ""})
     assert not at.exception
     assert any(translate("err.empty") in i.value for i in at.info)
@@ -45,7 +46,7 @@ def test_multihead_calculators_and_table_3_do_not_need_a_sentence() -> None:
 
 
 def test_flops_have_thousands_separators() -> None:
-    # Defect 13: FLOPs were bare integers while every other count had separators.
+    # FLOPs were bare integers while every other count had separators.
     at = app(MULTIHEAD, query={"mh_d": "1024"})
     flops = next(d.value for d in at.dataframe if "h = 1" in d.value.columns)
     cells = [str(c) for c in flops["h = 1"]]
