@@ -1,11 +1,13 @@
 """The README and docs/*.md name only what exists: every repository path they mention (attnviz/...,
 tests/..., bench/..., docs/..., deploy/..., scripts/...), every module they name by its dotted name
-(attnviz.serve.bandpool), every relative link and image, and every #anchor of a link into a page.
+(attnviz.serve.bandpool), every relative link and image, and every #anchor of a link into a page;
+the same for the tutorial notebook the README opens with.
 The README stays a five-minute read (at most 250 lines) and opens with the two set-up commands,
 `make run` then `make test`, before any other command: CI runs the README's test command."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -132,6 +134,16 @@ def problems(page: Path, text: str | None = None) -> list[str]:
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_path_module_and_link_a_page_names_exists(page: Path) -> None:
     assert not problems(page), "\n".join(problems(page))
+
+
+def test_the_tutorial_notebook_names_only_what_exists() -> None:
+    """docs/notebook_example.ipynb, the README's "start here": its cells' paths, modules, links."""
+    notebook = ROOT / "docs" / "notebook_example.ipynb"
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    text = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    found = problems(notebook, text + "\n\n```\n" + code + "\n```\n")
+    assert not found, "\n".join(found)
 
 
 def test_the_docs_pages_are_linked_from_the_readme() -> None:
