@@ -20,7 +20,7 @@ _WHERE = {
         "PRE_LN", "ROBERTA_POSITIONS", "SPECIAL_ROLES",
     ),
     "finding": ("resolve",),
-    "intercept": ("IMPL", "Recording", "attnviz_attention"),
+    "intercept": ("IMPL", "Call", "LayerRecord", "Recording", "attnviz_attention"),
     "loading": ("Block", "LoadedModel", "load_model", "model_bytes"),
     "preparing": ("Prepared", "batches_texts", "may_share", "prepare"),
     "tracing": ("embedding_cosine", "trace_batch", "trace_each", "trace_model"),
