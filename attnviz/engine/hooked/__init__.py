@@ -2,9 +2,11 @@
 tensor recorded.
 
 The model runs its own code through transformers' extension point: `intercept.attnviz_attention` is
-registered in AttentionInterface as "attnviz"; `loading` finds and loads a model offline-first;
-`tracing` runs it with per-call knobs and a recorder and builds the Trace; `families` holds what
-differs between model families. No model code is copied and nothing is patched.
+registered in AttentionInterface as "attnviz" and fills one LayerRecord per block; `loading`
+finds and loads a model offline-first; `tracing` takes requests and runs each forward in two
+steps, `forward` (the model run with per-call knobs and a recorder) and `assembly` (the records
+made into Traces); `families` holds what differs between model families. No model code is copied
+and nothing is patched.
 
 Names load on first use: `families` (plain data) is importable without transformers, which takes
 seconds to import.

@@ -142,7 +142,9 @@ def _pooled(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     return (hidden * keep).sum(1) / keep.sum(1).clamp_min(1e-9)  # [batch, d_model]
 
 
-def _recorded(model: LoadedModel, inputs: dict, out: Any, record: Recording, knobs: Knobs):
+def _recorded(
+    model: LoadedModel, inputs: dict, out: Any, record: Recording, knobs: Knobs
+) -> Recorded:
     """The records with the model's outputs a trace keeps: final states, their mean, an
     encoder-decoder's decoder states, and the logits after the last real token."""
     if model.kind == "encoder":
@@ -157,7 +159,7 @@ def _recorded(model: LoadedModel, inputs: dict, out: Any, record: Recording, kno
         mask = inputs["decoder_attention_mask"]  # [batch, m]
         recorded.dec_embedding = _pooled(recorded.dec_hidden, mask)  # [batch, d_model]
     if model.kind != "encoder":
-        mask = inputs.get("decoder_attention_mask", inputs["attention_mask"])  # [batch, n]
+        mask = inputs.get("decoder_attention_mask", inputs["attention_mask"])  # [batch, m|n]
         last = mask.sum(-1) - 1  # [batch]
         if "logits_to_keep" in inputs:
             last = torch.zeros_like(last)  # [batch] the one position kept
