@@ -5,6 +5,7 @@ folder of parts, and a saved atlas opened within bounds. Ray's own run: tests/te
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 
@@ -185,3 +186,27 @@ def test_a_finished_folder_is_merged_without_ray(char_model, tmp_path, monkeypat
     frame = corpus_ray.atlas_corpus(MODEL, texts, tmp_path, progress=False)
     assert frame.equals(roles.merge_sums(corpus.open_atlas(tmp_path / "atlas.parquet").sums))
     assert len(frame) == 32 and (tmp_path / "heads.csv").exists()
+
+
+def test_a_batch_tokenizes_each_text_once(char_model):
+    """A text's token count and its trace come from one `prepare`: one call of the tokenizer."""
+    calls = []
+
+    class Counting:
+        def __init__(self, tokenizer) -> None:
+            self.tokenizer = tokenizer
+
+        def __call__(self, texts, *args, **kwargs):
+            calls.append(texts)
+            return self.tokenizer(texts, *args, **kwargs)
+
+        def __getattr__(self, name: str):
+            return getattr(self.tokenizer, name)
+
+    counted = dataclasses.replace(char_model, call_tokenizer=Counting(char_model.call_tokenizer))
+    texts = ["a cat sat", "床前明月光"]
+    result = corpus.score_batch(counted, list(enumerate(texts)), 256)
+    assert calls == [[t] for t in texts] and not result["skipped"]
+    assert result["tokens"] == {
+        i: len(trace_model(char_model, t).tokens) for i, t in enumerate(texts)
+    }

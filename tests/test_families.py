@@ -24,7 +24,8 @@ from transformers import (
     Qwen3Config,
 )
 
-from attnviz.engine.hooked import load_model, resolve, trace_batch, trace_model
+from attnviz.engine.hooked import load_model, resolve, trace_model
+from tests.padded import padded_traces
 
 ATOL = 1e-5
 TEXTS = ["the cat sat on the mat and then it slept", "a dog ran"]
@@ -110,7 +111,7 @@ def expected_mask(n: int, length: int, window: int | None) -> torch.Tensor:
 
 def test_decoder_matches_hf_eager(decoder, tokenizer):
     family, _, model, eager = decoder
-    traces = trace_batch(model, TEXTS)
+    traces = padded_traces(model, TEXTS)
     ref, attention = eager_run(eager, model.call_tokenizer, TEXTS)
     config = eager.config
     n_kv = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
@@ -223,7 +224,7 @@ def bart(tmp_path_factory, tokenizer):
 def test_encoder_decoder_matches_hf_eager(bart, tokenizer):
     model, eager = bart
     source, targets = ["the cat sat on the mat", "a dog"], ["le chat", "un chien noir court"]
-    traces = trace_batch(model, source, targets)
+    traces = padded_traces(model, source, targets)
     enc = tokenizer(source, padding=True, return_tensors="pt")
     tgt = tokenizer(targets, padding=True, return_tensors="pt")
     start = torch.full((2, 1), tokenizer.cls_token_id)
@@ -351,7 +352,7 @@ def test_a_tokenizer_without_a_pad_token_still_pads_a_batch(tmp_path, tokenizer)
     folder = save(tmp_path, AutoModelForCausalLM.from_config(CONFIGS["gpt2"]()), bare)
     model = load_model(folder, device="cpu")
     assert model.tokenizer.pad_token is None and model.call_tokenizer.pad_token is not None
-    long, short = trace_batch(model, TEXTS)
+    long, short = padded_traces(model, TEXTS)
     n = len(short.tokens)
     m = len(trace_model(model, TEXTS[1]).tokens)
     assert n == len(long.tokens) > m and short.special["[PAD]"] == list(range(m, n))

@@ -27,6 +27,7 @@ from attnviz.engine.hooked import (
     trace_model,
 )
 from attnviz.measures.stats import mean_entropy, mean_max_weight
+from tests.padded import padded_traces
 
 TEXT = "The cat sat on the mat."
 PAIR = "It was very happy."
@@ -129,7 +130,7 @@ def test_sentence_pair_segments_and_special_positions(minilm):
 
 def test_padded_keys_get_exactly_zero_weight(tiny, tiny_dir):
     texts = ["one two three four five six", "one"]
-    traces = trace_batch(tiny, texts)
+    traces = padded_traces(tiny, texts)
     short = traces[1]
     pads = short.special["[PAD]"]
     assert pads and all(short.tokens[p] == "[PAD]" for p in pads)
@@ -177,9 +178,9 @@ def test_trace_each_gives_each_input_its_own_unpadded_trace(minilm, minilm_eager
     import attnviz.engine.hooked.tracing as tracing
 
     forwards = []
-    run = tracing._run
+    run = tracing.run_forward
     monkeypatch.setattr(
-        tracing, "_run", lambda *a, **k: forwards.append(a[1].n_input) or run(*a, **k)
+        tracing, "run_forward", lambda *a, **k: forwards.append(a[1].n_input) or run(*a, **k)
     )
     traces = trace_each(minilm, EACH)
     assert len(forwards) == 1 and sorted(forwards[0]) == sorted(len(t.tokens) for t in traces)
@@ -207,9 +208,9 @@ def test_trace_each_batches_only_within_the_trace_budget(minilm, monkeypatch):
     import attnviz.engine.hooked.tracing as tracing
 
     forwards = []
-    run = tracing._run
+    run = tracing.run_forward
     monkeypatch.setattr(
-        tracing, "_run", lambda *a, **k: forwards.append(a[1].n_input) or run(*a, **k)
+        tracing, "run_forward", lambda *a, **k: forwards.append(a[1].n_input) or run(*a, **k)
     )
     monkeypatch.setenv("ATTNVIZ_MAX_TRACE_BYTES", str(8 * 2**20))  # one 60-token input fits
     attnviz.engine.budget.budget.cache_clear()
@@ -236,9 +237,9 @@ def test_trace_each_takes_one_input_at_a_time_where_padding_would_differ(tiny, m
 
     monkeypatch.setattr(tiny.call_tokenizer, "padding_side", "left")
     forwards = []
-    run = tracing._run
+    run = tracing.run_forward
     monkeypatch.setattr(
-        tracing, "_run", lambda *a, **k: forwards.append(a[1].n_input) or run(*a, **k)
+        tracing, "run_forward", lambda *a, **k: forwards.append(a[1].n_input) or run(*a, **k)
     )
     traces = trace_each(tiny, ["one two three", "four"])
     assert forwards == [[3], [5]] and [len(t.tokens) for t in traces] == [5, 3]
@@ -246,6 +247,8 @@ def test_trace_each_takes_one_input_at_a_time_where_padding_would_differ(tiny, m
         trace_each(tiny, [])
     with pytest.raises(TypeError, match="list of sentences"):
         trace_each(tiny, "one sentence")
+    with pytest.raises(TypeError, match="TraceRequests"):
+        trace_batch(tiny, ["one sentence"])  # texts come as requests (attnviz.engine.request)
 
 
 def test_no_scale_sharpens_and_temperature_flattens(minilm):

@@ -202,10 +202,17 @@ def test_texts_through_the_toy_stack_and_lessons(text) -> None:
 )
 def test_texts_through_the_pretrained_model(minilm, text) -> None:
     from attnviz.engine.hooked import trace_batch, trace_model
+    from attnviz.engine.request import Knobs, TraceRequest
+
+    def batch_of(model, texts, max_length):
+        knobs = Knobs.checked()
+        return trace_batch(
+            model, [TraceRequest(model.key, t, None, knobs, max_length) for t in texts]
+        )
 
     engine_call(trace_model, minilm, text, max_length=64)
     engine_call(trace_model, minilm, SENT, text_pair=text, max_length=64)
-    engine_call(trace_batch, minilm, [SENT, text], max_length=32)
+    engine_call(batch_of, minilm, [SENT, text], max_length=32)
 
 
 @pytest.mark.parametrize("name", corpus.MODEL_NAMES + corpus.NOT_NAMES)

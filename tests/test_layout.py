@@ -198,6 +198,34 @@ def test_one_registry_of_views() -> None:
     assert {v.name for v in registry.VIEWS if v.weights_only} | {"explore"} == notebook.WEIGHTS_ONLY
 
 
+MAX_FUNCTION_LINES = 80
+MAX_PARAMETERS = 8
+# transformers fixes the attention function's parameters (module, query, key, value, mask,
+# scaling=, dropout=, **kwargs); attnviz's own travel grouped in one more (attnviz_call).
+ATTENTION_CONTRACT = "engine/hooked/intercept.py:attnviz_attention"
+
+
+def test_no_function_over_80_lines_or_8_parameters() -> None:
+    """Every function of the package reads in one screen and takes a handful of arguments (more
+    go into a small frozen dataclass); the attention function registered with transformers may
+    take as many parameters as its contract has."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            where = f"{path.relative_to(PACKAGE).as_posix()}:{node.name}"
+            args = node.args
+            n_params = len(args.posonlyargs + args.args + args.kwonlyargs)
+            n_params += (args.vararg is not None) + (args.kwarg is not None)
+            n_lines = node.end_lineno - node.lineno + 1
+            if n_params > MAX_PARAMETERS and where == ATTENTION_CONTRACT:
+                n_params = 0
+            if n_lines > MAX_FUNCTION_LINES or n_params > MAX_PARAMETERS:
+                found.append(f"{where} (line {node.lineno}): {n_lines} lines, {n_params} params")
+    assert not found, "split these (extract helpers, group options):\n" + "\n".join(found)
+
+
 def summary() -> str:
     edges = graph()
     known = modules()

@@ -19,9 +19,10 @@ from transformers import (
 
 import attnviz.engine.budget as budget_module
 from attnviz.engine.budget import lean_trace, model_lean_bytes, model_trace_bytes
-from attnviz.engine.hooked import load_model, resolve, trace_batch, trace_model
+from attnviz.engine.hooked import load_model, resolve, trace_model
 from attnviz.engine.lean import MaskRule, attend_lean
 from attnviz.engine.trace import pooled_weights
+from tests.padded import padded_traces
 from tests.test_families import CONFIGS, TEXTS, WINDOW, WINDOWED
 
 ATOL = 1e-5
@@ -123,7 +124,7 @@ def test_lean_weights_equal_hf_eager_for_every_family(family, tokenizer, lean, n
 
 def test_lean_padded_batch_matches_hf_eager(family, tokenizer, lean):
     name, model, eager = family
-    traces = trace_batch(model, TEXTS)
+    traces = padded_traces(model, TEXTS)
     ref, attention = eager_attentions(eager, model.call_tokenizer, TEXTS, 64)
     for b, trace in enumerate(traces):
         for i, layer in enumerate(trace.layers):

@@ -218,10 +218,10 @@ def test_the_last_tokens_stream_is_read_while_tracing_as_a_rerun_reads_it(char):
     (head_logits and the lens of that position then run nothing again); it is what a rerun
     reads, for a padded batch's rows too, and a compacted trace (the server's) keeps it."""
     from attnviz.engine.hooked.stream import read_stream
-    from attnviz.engine.hooked.tracing import trace_batch
     from attnviz.engine.trace import compact
+    from tests.padded import padded_traces
 
-    traces = [trace_model(char.model, ZH), *trace_batch(char.model, [ZH[:3], ZH])]
+    traces = [trace_model(char.model, ZH), *padded_traces(char.model, [ZH[:3], ZH])]
     for trace in traces:
         (key,) = [k for k in trace.memo if k[0] == "stream"]
         assert key[2] == len(trace.tokens) - 1 - len(trace.special.get("[PAD]", []))

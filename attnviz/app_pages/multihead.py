@@ -36,6 +36,16 @@ config = StackConfig(d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv)
 
 def calculators(n: int | None) -> None:
     """Parameters, KV cache, FLOPs (for n tokens, when there is a sentence) and Table 3."""
+    attention_params()
+    transformer_params()
+    kv_cache()
+    if n is not None:  # FLOPs need the sentence's length
+        flops(n)
+    table3()
+
+
+def attention_params() -> None:
+    """One attention layer's parameters: one head, h heads, GQA and MQA."""
     st.subheader(t("mh.params"))
     st.caption(t("mh.params_help"))
     rows = [
@@ -59,6 +69,9 @@ def calculators(n: int | None) -> None:
         width="stretch",
     )
 
+
+def transformer_params() -> None:
+    """A whole transformer's parameters, part by part, for a vocabulary the reader picks."""
     st.markdown(f"**{t('mh.transformer')}**")
     vocab = st.number_input(
         t("mh.vocab"), 1000, 300_000, url.default("mh_vocab"), step=1000, **url.bound("mh_vocab")
@@ -77,6 +90,9 @@ def calculators(n: int | None) -> None:
         hide_index=True,
     )
 
+
+def kv_cache() -> None:
+    """The KV cache per token and in all for MHA, GQA and MQA, at a length and batch picked."""
     st.subheader(t("mh.kv"))
     st.caption(t("mh.kv_help"))
     k1, k2, k3 = st.columns(3)
@@ -115,25 +131,30 @@ def calculators(n: int | None) -> None:
         width="stretch",
     )
 
-    if n is not None:  # FLOPs need the sentence's length
-        st.subheader(t("mh.flops"))
-        st.caption(t("mh.flops_help", n=n))
-        many = costs.flops_attention(n, n, d_model, n_heads, d_k)
-        one = costs.flops_attention(n, n, d_model, 1, d_model)
-        ui.table(
-            ui.localized(
-                pd.DataFrame(
-                    {
-                        "part": list(many),
-                        f"h = {n_heads}": [f"{v:,}" for v in many.values()],
-                        "h = 1": [f"{v:,}" for v in one.values()],
-                    }
-                ),
-                cells=("part",),
-            ),
-            hide_index=True,
-        )
 
+def flops(n: int) -> None:
+    """The FLOPs of one attention layer over n tokens, h heads against one."""
+    st.subheader(t("mh.flops"))
+    st.caption(t("mh.flops_help", n=n))
+    many = costs.flops_attention(n, n, d_model, n_heads, d_k)
+    one = costs.flops_attention(n, n, d_model, 1, d_model)
+    ui.table(
+        ui.localized(
+            pd.DataFrame(
+                {
+                    "part": list(many),
+                    f"h = {n_heads}": [f"{v:,}" for v in many.values()],
+                    "h = 1": [f"{v:,}" for v in one.values()],
+                }
+            ),
+            cells=("part",),
+        ),
+        hide_index=True,
+    )
+
+
+def table3() -> None:
+    """Table 3 of the paper, its parameter counts recomputed by the calculator."""
     st.subheader(t("mh.table3"))
     st.caption(t("mh.table3_help"))
     table = pd.DataFrame(costs.TABLE3)

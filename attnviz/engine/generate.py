@@ -240,9 +240,7 @@ def generate(
     attention knobs (no ÷√d_head, temperature, silenced heads) at every step. `cache=False` reruns
     the whole sequence at each step instead of using the KV cache (slower; the same rows: the
     check of the cached path). Stops early at the model's end token."""
-    from attnviz.engine.hooked.intercept import Recording
     from attnviz.engine.hooked.labels import token_labels, token_texts
-    from attnviz.engine.request import Knobs
 
     sampling = sampling or Sampling()
     what_if = what_if or WhatIf()
@@ -250,59 +248,7 @@ def generate(
     validate.flag("cache", cache)
     ids = prompt_ids(model, prompt)
     _check(model, len(ids), n_new, what_if)
-    knobs = Knobs(
-        use_scale=what_if.use_scale, temperature=what_if.temperature, ablate=what_if.ablate
-    )
-    blocks = {id(b.attention): i for i, b in enumerate(model.blocks)}
-    dev = torch.device(model.device)
-    gen = torch.Generator().manual_seed(sampling.seed)
-    unknown = _unknown_id(model.tokenizer)
-    eos = getattr(model.tokenizer, "eos_token_id", None)
-    steps: list[Step] = []
-    past = None
-    stopped = "length"
-    with torch.inference_mode():
-        if cache:
-            from transformers import DynamicCache
-
-            past = DynamicCache(config=model.model.config)
-        fed = ids  # what the next forward reads
-        for _ in range(n_new):
-            record = Recording(blocks=blocks)
-            x = torch.tensor([fed], device=dev)  # [1, n_fed]
-            out = model.model(
-                input_ids=x,
-                past_key_values=past,
-                use_cache=cache,
-                attnviz_knobs=knobs,
-                attnviz_record=record,
-            )
-            rows = torch.stack(
-                [record.layers[i]["weights"][0, :, -1] for i in range(model.n_layers)]
-            )  # [layer, head, n_k]
-            chosen, p, top = _pick(out.logits[0, -1], sampling, gen, unknown)
-            k_bytes = _cache_bytes(past) if cache else 0
-            if not cache:  # what a cache would hold: the keys and values of every position
-                k_bytes = sum(
-                    2 * r["k"][0].numel() * r["k"].element_size() for r in record.layers.values()
-                )
-            steps.append(
-                Step(
-                    position=len(ids) - 1,
-                    weights=rows.float().cpu(),
-                    scale=tuple(float(record.layers[i]["scale"]) for i in range(model.n_layers)),
-                    next_id=chosen,
-                    p_next=p,
-                    top=top,
-                    kv_bytes=k_bytes,
-                )
-            )
-            ids = ids + [chosen]
-            fed = [chosen] if cache else ids
-            if eos is not None and chosen == eos:
-                stopped = "eos"
-                break
-    first = model.blocks[0]
+    ids, steps, stopped = _decode(model, ids, n_new, sampling, what_if, cache)
     with model.call_lock:
         tokens = token_labels(model.tokenizer, ids)  # byte pieces read as characters
         texts = token_texts(model.tokenizer, ids)
@@ -314,13 +260,73 @@ def generate(
         source=model.name,
         n_layers=model.n_layers,
         n_heads=model.n_heads,
-        n_kv_heads=first.n_kv_heads,
+        n_kv_heads=model.blocks[0].n_kv_heads,
         d_head=model.d_head,
         sampling=sampling,
         what_if=what_if,
         cache=cache,
         stopped=stopped,
         texts=texts,
+    )
+
+
+def _decode(
+    model, ids: list[int], n_new: int, sampling: Sampling, what_if: WhatIf, cache: bool
+) -> tuple[list[int], list[Step], str]:
+    """The generation loop: one forward a step with every layer's attention recorded, the next
+    token picked. Returns the ids (prompt and new), the steps, and why it stopped."""
+    from attnviz.engine.hooked.intercept import Call, Recording
+    from attnviz.engine.request import Knobs
+
+    knobs = Knobs(
+        use_scale=what_if.use_scale, temperature=what_if.temperature, ablate=what_if.ablate
+    )
+    blocks = {id(b.attention): i for i, b in enumerate(model.blocks)}
+    dev = torch.device(model.device)
+    gen = torch.Generator().manual_seed(sampling.seed)
+    unknown = _unknown_id(model.tokenizer)
+    eos = getattr(model.tokenizer, "eos_token_id", None)
+    steps: list[Step] = []
+    with torch.inference_mode():
+        past = None
+        if cache:
+            from transformers import DynamicCache
+
+            past = DynamicCache(config=model.model.config)
+        fed = ids  # what the next forward reads
+        for _ in range(n_new):
+            record = Recording(blocks=blocks)
+            x = torch.tensor([fed], device=dev)  # [1, n_fed]
+            out = model.model(
+                input_ids=x, past_key_values=past, use_cache=cache, attnviz_call=Call(knobs, record)
+            )
+            picked = _pick(out.logits[0, -1], sampling, gen, unknown)
+            steps.append(_step(model, record, len(ids) - 1, past, picked))
+            ids = ids + [picked[0]]
+            fed = [picked[0]] if cache else ids
+            if eos is not None and picked[0] == eos:
+                return ids, steps, "eos"
+    return ids, steps, "length"
+
+
+def _step(model, record, position: int, past, picked: tuple) -> Step:
+    """One step's record: the new query's attention rows, the KV cache's bytes (`past`, or what
+    one would hold: the keys and values of every position) and the token picked."""
+    layers = [record.layers[i] for i in range(model.n_layers)]
+    rows = torch.stack([r.weights[0, :, -1] for r in layers])  # [layer, head, n_k]
+    if past is not None:
+        kv_bytes = _cache_bytes(past)
+    else:
+        kv_bytes = sum(2 * r.k[0].numel() * r.k.element_size() for r in record.layers.values())
+    chosen, p, top = picked
+    return Step(
+        position=position,
+        weights=rows.float().cpu(),
+        scale=tuple(float(r.scale) for r in layers),
+        next_id=chosen,
+        p_next=p,
+        top=top,
+        kv_bytes=kv_bytes,
     )
 
 

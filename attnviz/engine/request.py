@@ -16,7 +16,7 @@ from attnviz.engine import validate
 
 @dataclass(frozen=True)
 class Knobs:
-    """What-if settings of one call; travels to every layer as the `attnviz_knobs` keyword."""
+    """What-if settings of one call; travels to every layer in the `attnviz_call` keyword."""
 
     use_scale: bool = True  # False: logits are raw q·k (scale 1)
     temperature: float = 1.0  # logits are divided by it

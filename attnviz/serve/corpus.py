@@ -120,9 +120,11 @@ def _json_text(line: str, where: str) -> str:
 def score_batch(model, items: list[tuple[int, str]], max_tokens: int) -> dict:
     """What a worker does with one batch of (text id, text): each text traced alone (lean past
     the budget's full-trace size) and scored. A text over `max_tokens` tokens or the budget's
-    characters is skipped and listed, never cut. Returns {"sums": role_sums rows, "skipped":
+    characters is skipped and listed, never cut. Each text is tokenized once: its count and its
+    trace's tokens come from one `prepare`. Returns {"sums": role_sums rows, "skipped":
     [(id, reason)], "tokens": {id: n}}."""
-    from attnviz.engine.hooked import trace_model
+    from attnviz.engine.hooked import prepare, trace_batch
+    from attnviz.engine.request import TraceRequest
 
     skipped, tokens, parts = [], {}, []
     most_chars = budget().max_text_chars
@@ -130,18 +132,18 @@ def score_batch(model, items: list[tuple[int, str]], max_tokens: int) -> dict:
         if len(text) > most_chars:
             skipped.append((text_id, f"{len(text):,} characters > {most_chars:,}"))
             continue
-        n = len(model.call_tokenizer(text, verbose=False)["input_ids"])
-        tokens[text_id] = n
-        if n > max_tokens:
-            skipped.append((text_id, f"{n:,} tokens > --max-tokens {max_tokens:,}"))
-            continue
         try:
-            trace = trace_model(model, text, max_length=max_tokens)
+            prepared = prepare(model, TraceRequest(model.key, text, max_length=max_tokens))
+            tokens[text_id] = n = prepared.n_input
+            if n > prepared.limit:  # never trace a cut text
+                # prepare counts what is left after validate's cheap cut of a long text (a few
+                # words a token): a skipped text's listed length is its whole count
+                tokens[text_id] = n = len(model.call_tokenizer(text, verbose=False)["input_ids"])
+                skipped.append((text_id, f"{n:,} tokens > --max-tokens {max_tokens:,}"))
+                continue
+            trace = trace_batch(model, [prepared])[0]
         except ValueError as err:  # over the trace budget, a lone surrogate ...
             skipped.append((text_id, str(err)))
-            continue
-        if trace.truncated:  # the count above and the trace disagree: never keep a cut text
-            skipped.append((text_id, f"{trace.n_input_tokens:,} tokens > {max_tokens:,}"))
             continue
         parts.append(roles.role_sums([trace], text_ids=[text_id]))  # one trace held at a time
         del trace

@@ -199,9 +199,10 @@ def pick_head(rows: pd.DataFrame) -> tuple[int, int]:
 
 def grid(rows: pd.DataFrame, part: str, chosen: tuple[int, int]) -> None:
     title = t("at.grid_title", part=t(f"pm.part.{part}"))
-    short = lambda role: t(f"at.short.{role}")  # noqa: E731
-    axes = (t("at.layer"), t("at.head"))
-    fig = figures.grid(rows, role_label, score_label, title, chosen, short, axes)
+    words = figures.GridWords(role_label, score_label, title,
+                              short=lambda role: t(f"at.short.{role}"),
+                              axes=(t("at.layer"), t("at.head")))  # fmt: skip
+    fig = figures.grid(rows, words, chosen)
     clickable(fig, "at_grid", f"atlas_{part}", _pick_from_grid, t("at.grid_help"))
 
 

@@ -5,6 +5,7 @@ hover), one head's example row as bars over its keys, and the table's columns. P
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -30,15 +31,20 @@ HOVER_SCORES = (
 )  # fmt: skip
 
 
-def grid(
-    frame: pd.DataFrame,
-    role_label: Callable[[str], str],
-    score_label: Callable[[str], str],
-    title: str,
-    chosen: tuple[int, int] | None = None,
-    short_label: Callable[[str], str] | None = None,
-    axes: tuple[str, str] = ("layer", "head"),
-) -> go.Figure:
+@dataclass(frozen=True)
+class GridWords:
+    """The grid's words in the page's language: a role's name (`role`) and the short name inside
+    its square (`short`, default its first five letters), a score's name, the title, and the
+    titles of the (layer, head) axes."""
+
+    role: Callable[[str], str]
+    score: Callable[[str], str]
+    title: str = ""
+    short: Callable[[str], str] | None = None
+    axes: tuple[str, str] = ("layer", "head")
+
+
+def grid(frame: pd.DataFrame, words: GridWords, chosen: tuple[int, int] | None = None) -> go.Figure:
     """The layer x head grid of one part: a square per head in its primary role's colour with
     the role's short name inside, a small dot in the colour of each further role it passes
     (`frame.roles`, e.g. an induction head that is also a sink), every role and score on hover,
@@ -47,12 +53,42 @@ def grid(
     any width (projector mode, 1280 px); the clickable marker sits at each square's centre."""
     n_layers, n_heads = int(frame.layer.max()) + 1, int(frame["head"].max()) + 1
     cell = max(16, min(64, 860 // n_heads))  # px per head at a typical page width
-    size = max(8, min(20, round(cell * 0.4)))  # the marker, inside its square at any width
-    short_label = short_label or (lambda role: role_label(role)[:5])
     # Plain dicts in one figure: adding 73 squares one add_shape at a time re-validated the whole
     # layout each time (1.2 s a rerun of the atlas page).
-    data = []
     passed = {(r.layer, r.head): r.roles.split(",") for r in frame.itertuples()}
+    data = _primary_roles(frame, passed, words, cell)
+    data += _further_roles(passed, words.role, cell, {d["legendgroup"] for d in data})
+    layout = dict(
+        title=dict(text=words.title, font=dict(size=15)),
+        font=FONT,
+        height=200 + cell * n_layers,
+        margin=dict(l=60, r=20, t=50, b=80),
+        plot_bgcolor="white",
+        # below the head axis's title at any number of layers (a fraction of the plot's height)
+        legend=dict(orientation="h", x=0, yanchor="top", y=-52 / (70 + cell * n_layers)),
+        clickmode="event+select",
+        dragmode=False,
+        shapes=_squares(frame, chosen),
+        xaxis=dict(
+            title=dict(text=words.axes[1]), tickmode="array", tickvals=list(range(n_heads)),
+            range=[-0.6, n_heads - 0.4], showgrid=False, zeroline=False, fixedrange=True,
+        ),
+        yaxis=dict(
+            title=dict(text=words.axes[0]), tickmode="array", tickvals=list(range(n_layers)),
+            range=[n_layers - 0.5, -0.5], showgrid=False, zeroline=False, fixedrange=True,
+        ),
+    )  # fmt: skip
+    return figure(data, layout)
+
+
+def _primary_roles(
+    frame: pd.DataFrame, passed: dict[tuple[int, int], list[str]], words: GridWords, cell: int
+) -> list[dict]:
+    """One trace per primary role present: a clickable marker at each of its heads' centres,
+    its short name inside when the squares are big enough, every role and score on hover."""
+    size = max(8, min(20, round(cell * 0.4)))  # the marker, inside its square at any width
+    short_label = words.short or (lambda role: words.role(role)[:5])
+    data = []
     for role, colour in ROLE_COLOURS.items():
         rows = frame[frame.role == role]
         if rows.empty:
@@ -60,9 +96,9 @@ def grid(
         hover = [
             "<br>".join(
                 [f"<b>L{r.layer} H{r.head}: "
-                 + " · ".join(escape([role_label(x) for x in passed[(r.layer, r.head)]]))
+                 + " · ".join(escape([words.role(x) for x in passed[(r.layer, r.head)]]))
                  + "</b>"]
-                + [f"{score_label(s)}: {getattr(r, s):.3f}" for s in HOVER_SCORES]
+                + [f"{words.score(s)}: {getattr(r, s):.3f}" for s in HOVER_SCORES]
             )
             for r in rows.itertuples()
         ]  # fmt: skip
@@ -72,7 +108,7 @@ def grid(
                 x=rows["head"].tolist(),
                 y=rows["layer"].tolist(),
                 mode="markers+text" if cell >= 40 else "markers",
-                name=role_label(role),
+                name=words.role(role),
                 legendgroup=role,
                 marker=dict(symbol="square", size=size, color=colour, line=dict(width=0)),
                 text=[short_label(role)] * len(rows),
@@ -82,7 +118,11 @@ def grid(
                 hoverinfo="text",
             )
         )
-    data += _further_roles(passed, role_label, cell, {d["legendgroup"] for d in data})
+    return data
+
+
+def _squares(frame: pd.DataFrame, chosen: tuple[int, int] | None) -> list[dict]:
+    """A square per head in its primary role's colour, and an outline round the chosen one."""
     half = 0.44  # a square's half side, in cells
     shapes = [
         dict(
@@ -109,27 +149,7 @@ def grid(
                 fillcolor="rgba(0,0,0,0)",
             )  # fmt: skip
         )
-    layout = dict(
-        title=dict(text=title, font=dict(size=15)),
-        font=FONT,
-        height=200 + cell * n_layers,
-        margin=dict(l=60, r=20, t=50, b=80),
-        plot_bgcolor="white",
-        # below the head axis's title at any number of layers (a fraction of the plot's height)
-        legend=dict(orientation="h", x=0, yanchor="top", y=-52 / (70 + cell * n_layers)),
-        clickmode="event+select",
-        dragmode=False,
-        shapes=shapes,
-        xaxis=dict(
-            title=dict(text=axes[1]), tickmode="array", tickvals=list(range(n_heads)),
-            range=[-0.6, n_heads - 0.4], showgrid=False, zeroline=False, fixedrange=True,
-        ),
-        yaxis=dict(
-            title=dict(text=axes[0]), tickmode="array", tickvals=list(range(n_layers)),
-            range=[n_layers - 0.5, -0.5], showgrid=False, zeroline=False, fixedrange=True,
-        ),
-    )  # fmt: skip
-    return figure(data, layout)
+    return shapes
 
 
 def _further_roles(

@@ -170,8 +170,25 @@ def lines_figure(
     picked = select_lines(weights, pick, mask)
     n_show = max(q_range[1] - q_range[0], k_range[1] - k_range[0], 1)
     length_px = look.length_px or min(1800, max(360, 16 * n_show))
-    rows, head_name = look.rows, look.head_name
     fig = go.Figure()
+    n_lines = _add_lines(fig, picked, (q_range[0], k_range[0]), look, n_show)
+    # With few lines (a focused token), label every token a line ends at, whatever the step.
+    ends = {"q": set(), "k": set()}
+    if n_lines <= 80:
+        for _, q, k, _ in picked:
+            ends["q"].update(q.tolist())
+            ends["k"].update(k.tolist())
+    _token_markers(fig, tokens, (q_range, k_range), pick.focus, (look.rows, length_px), ends)
+    _lay_out(fig, look, n_show, length_px, n_lines)
+    return fig
+
+
+def _add_lines(
+    fig: go.Figure, picked: list, origin: tuple[int, int], look: LinesLook, n_show: int
+) -> int:
+    """The picked lines as traces, one per head and opacity band (and a legend entry per head);
+    positions counted from `origin` (the first query, the first key shown). Returns how many."""
+    rows, head_name = look.rows, look.head_name
     top = max((float(v.max()) for *_, v in picked if v.size), default=1.0)
     n_lines = sum(v.size for *_, v in picked)
     line_trace = go.Scatter if n_lines <= SVG_LINES else go.Scattergl
@@ -189,7 +206,7 @@ def lines_figure(
             sel = band == b
             if not sel.any():
                 continue
-            qs, ks = q[sel] - q_range[0], k[sel] - k_range[0]
+            qs, ks = q[sel] - origin[0], k[sel] - origin[1]
             side = _segments(np.zeros(sel.sum()), np.ones(sel.sum()))  # [3 * lines]
             pos = _segments(qs, ks)  # [3 * lines]
             # Down the page = -position: Streamlit's plotly.js draws no WebGL line on a reversed
@@ -209,13 +226,12 @@ def lines_figure(
                     connectgaps=False,
                 )
             )
-    # With few lines (a focused token), label every token a line ends at, whatever the step.
-    ends = {"q": set(), "k": set()}
-    if n_lines <= 80:
-        for _, q, k, _ in picked:
-            ends["q"].update(q.tolist())
-            ends["k"].update(k.tolist())
-    _token_markers(fig, tokens, (q_range, k_range), pick.focus, (rows, length_px), ends)
+    return n_lines
+
+
+def _lay_out(fig: go.Figure, look: LinesLook, n_show: int, length_px: int, n_lines: int) -> None:
+    """The axes (tokens along one, the query and key sides on the other), size and legend."""
+    rows = look.rows
     axis_tokens = dict(showgrid=False, zeroline=False, showticklabels=False)
     axis_sides = dict(
         showgrid=False,
@@ -247,7 +263,6 @@ def lines_figure(
         clickmode="event+select",
         meta=dict(lines=int(n_lines)),
     )
-    return fig
 
 
 def _token_markers(fig, tokens, ranges, focus, layout, ends) -> None:

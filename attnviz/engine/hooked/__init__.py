@@ -2,9 +2,11 @@
 tensor recorded.
 
 The model runs its own code through transformers' extension point: `intercept.attnviz_attention` is
-registered in AttentionInterface as "attnviz"; `loading` finds and loads a model offline-first;
-`tracing` runs it with per-call knobs and a recorder and builds the Trace; `families` holds what
-differs between model families. No model code is copied and nothing is patched.
+registered in AttentionInterface as "attnviz" and fills one LayerRecord per block; `loading`
+finds and loads a model offline-first; `tracing` takes requests and runs each forward in two
+steps, `forward` (the model run with per-call knobs and a recorder) and `assembly` (the records
+made into Traces); `families` holds what differs between model families. No model code is copied
+and nothing is patched.
 
 Names load on first use: `families` (plain data) is importable without transformers, which takes
 seconds to import.
@@ -20,7 +22,7 @@ _WHERE = {
         "PRE_LN", "ROBERTA_POSITIONS", "SPECIAL_ROLES",
     ),
     "finding": ("resolve",),
-    "intercept": ("IMPL", "Recording", "attnviz_attention"),
+    "intercept": ("IMPL", "Call", "LayerRecord", "Recording", "attnviz_attention"),
     "loading": ("Block", "LoadedModel", "load_model", "model_bytes"),
     "preparing": ("Prepared", "batches_texts", "may_share", "prepare"),
     "tracing": ("embedding_cosine", "trace_batch", "trace_each", "trace_model"),

@@ -29,17 +29,51 @@ from attnviz.engine.request import Knobs
 IMPL = "attnviz"  # never "eager" or "sdpa": the registry is process-wide
 
 
+@dataclass(eq=False)
+class LayerRecord:
+    """One attention block's tensors from one forward, batch first, where and as the model
+    computed them (its device and dtype). A full record holds the n x n scores, weights and mask;
+    a lean one (Knobs.lean) the mask rule and the per-row log-sum-exp instead. `output`, `x` and
+    `f_norm` are added after the forward (attnviz.engine.hooked.forward)."""
+
+    q: torch.Tensor  # [batch, head, q, d_head]
+    k: torch.Tensor  # [batch, kv_head, k, d_head]
+    v: torch.Tensor  # [batch, kv_head, k, d_head]
+    z: torch.Tensor  # [batch, head, q, d_head] silenced heads zeroed
+    scale: float  # the factor the scores were multiplied by (knobs included)
+    scores: torch.Tensor | None = None  # [batch, head, q, k] raw q·k (full)
+    weights: torch.Tensor | None = None  # [batch, head, q, k] (full)
+    mask: torch.Tensor | None = None  # bool [batch|1, 1, q|1, k], True = may attend; None: all
+    rule: MaskRule | None = None  # the mask as a rule (lean)
+    lse: torch.Tensor | None = None  # [batch, head, q] per-row log-sum-exp (lean)
+    output: torch.Tensor | None = None  # [batch, q, d_model] after W_O
+    x: torch.Tensor | None = None  # [batch, q, d_model] the block's input (post-LN families)
+    f_norm: torch.Tensor | None = None  # [batch, head, k] ||W_O^h v_j||
+
+    @property
+    def lean(self) -> bool:
+        return self.rule is not None
+
+
 @dataclass
 class Recording:
-    """Filled by `attnviz_attention` during one model call (travels as `attnviz_record`)."""
+    """Filled by `attnviz_attention` during one model call (travels in `Call.record`)."""
 
-    layers: dict[int, dict[str, Any]] = field(default_factory=dict)
-    mask: torch.Tensor | None = None  # the last layer's bool mask, broadcastable to [b, h, q, k]
+    layers: dict[int, LayerRecord] = field(default_factory=dict)
     # id(attention module) -> its layer number in `layers` and `Knobs.ablate`; modules not in it use
     # their own `layer_idx` (an encoder-decoder numbers encoder, decoder and cross blocks apart).
     blocks: dict[int, int] = field(default_factory=dict)
     # id(W_O module) -> its output [batch, q, d_model], caught while this recording is `active`
     outputs: dict[int, torch.Tensor] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, eq=False)
+class Call:
+    """What one model call gives attnviz's attention function, as the `attnviz_call` keyword of
+    `model(...)`: its what-if knobs and, where tensors are wanted, the recording to fill."""
+
+    knobs: Knobs = field(default_factory=Knobs)
+    record: Recording | None = None
 
 
 # The recording of the forward running in this thread (or context), for the W_O hooks.
@@ -156,15 +190,14 @@ def attnviz_attention(
     attention_mask: torch.Tensor | None,
     scaling: float | None = None,
     dropout: float = 0.0,
-    attnviz_knobs: Knobs | None = None,
-    attnviz_record: Recording | None = None,
+    attnviz_call: Call | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Eager attention through `attend`, with the call's knobs applied and its tensors recorded.
 
     Same contract as transformers' eager_attention_forward: query, key, value [batch, head, pos,
     d_head] in; (output [batch, q, head, d_head], weights [batch, head, q, k]) out. Inference only:
-    dropout is not applied. Without knobs and recorder it is plain eager attention.
+    dropout is not applied. Without `attnviz_call` it is plain eager attention.
     """
     for name in ("position_bias", "softcap", "s_aux", "sinks"):
         if kwargs.get(name) is not None:
@@ -172,10 +205,9 @@ def attnviz_attention(
                 f"{type(module).__name__} passes {name} to its attention: attnviz's softmax(q·k·"
                 f"scale) would drop it, so this model is not supported"
             )
-    knobs = attnviz_knobs or Knobs()
-    block = module.layer_idx
-    if attnviz_record is not None:
-        block = attnviz_record.blocks.get(id(module), block)
+    call = attnviz_call or Call()
+    knobs, record = call.knobs, call.record
+    block = module.layer_idx if record is None else record.blocks.get(id(module), module.layer_idx)
     model_scale = query.shape[-1] ** -0.5 if scaling is None else scaling
     scale = (model_scale if knobs.use_scale else 1.0) / knobs.temperature
     hidden = knobs.mask_tokens if knobs.hide_in is None or block in knobs.hide_in else ()
@@ -184,26 +216,16 @@ def attnviz_attention(
         if rule is not None:
             z, lse = attend_lean(query, key, value, rule, scale)  # [b, head, q, d], [b, head, q]
             z = _silence(z, knobs.heads_off(block))
-            if attnviz_record is not None:
-                attnviz_record.layers[block] = {
-                    **dict(q=query, k=key, v=value, z=z, lse=lse, scale=scale, rule=rule)
-                }
+            if record is not None:
+                record.layers[block] = LayerRecord(query, key, value, z, scale, rule=rule, lse=lse)
             return z.transpose(1, 2), None  # [batch, q, head, d_head]; no weights returned
     mask = _may_attend(attention_mask, hidden, key.shape[-2], key.device)
     out = attend(query, key, value, mask, scale)
     z = _silence(out.z, knobs.heads_off(block))  # [batch, head, q, d_head]
-    if attnviz_record is not None:
-        attnviz_record.mask = mask
-        attnviz_record.layers[block] = {
-            "q": query,
-            "k": key,
-            "v": value,
-            "scores": out.scores,
-            "weights": out.weights,
-            "z": z,
-            "scale": scale,
-            "mask": mask,  # bool [batch|1, 1, q|1, k] or None
-        }
+    if record is not None:
+        record.layers[block] = LayerRecord(
+            query, key, value, z, scale, scores=out.scores, weights=out.weights, mask=mask
+        )
     return z.transpose(1, 2), out.weights  # [batch, q, head, d_head], [batch, head, q, k]
 
 

@@ -230,7 +230,7 @@ WRITING_PARTS = {"decoder": (DECODER,), "encoder-decoder": (DECODER, CROSS)}
 def block_output(block, record: Recording, i: int) -> torch.Tensor:
     """Block i's output [batch, n, d_model]: what its W_O module gave in this forward, else
     concat(z) projected again."""
-    z = record.layers[i]["z"]  # [batch, head, n, d_head]
+    z = record.layers[i].z  # [batch, head, n, d_head]
     caught = record.outputs.get(id(block.w_o))
     if caught is not None and caught.shape[:2] == (z.shape[0], z.shape[2]):
         return caught

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from attnviz.engine.hooked.families import DECODER
+from attnviz.engine.hooked.intercept import Call
 from attnviz.engine.hooked.labels import token_labels
 from attnviz.engine.hooked.loading import LoadedModel
 from attnviz.engine.hooked.readout import (
@@ -214,7 +215,7 @@ def _read(model: LoadedModel, trace: Trace, dec: Trace, pos: int) -> Stream:
     with torch.inference_mode(), _hooks(_modules(model), torch.tensor([pos]), [stream]):
         out = model.model(
             **inputs,
-            attnviz_knobs=_knobs(model, trace),
+            attnviz_call=Call(_knobs(model, trace)),
             logits_to_keep=torch.tensor([pos], device=dev),
         )
     logits = out.logits[0]  # [1 or n, vocab]: BART's head ignores logits_to_keep
