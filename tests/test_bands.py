@@ -182,3 +182,36 @@ def test_a_made_summary_comes_back_while_moveds_pass_runs_on_the_layer(monkeypat
         gate.set()
         moved.join(30)
     assert bands.made(layer, bands.MOVED, ())
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_every_kind_of_layer_answers_the_same_reads(name) -> None:
+    """A lean layer and its full copy are both LayerTraces and give a reader the same answers
+    (drawn maps, pooled maps, allowed keys, the keys a band may see) without it asking which
+    kind it holds."""
+    from attnviz.measures.words import grouped
+
+    lean = lean_layer(40, 48, RULES[name])
+    full = full_copy(lean)
+    assert isinstance(lean, LayerTrace) and isinstance(full, LayerTrace)
+    assert (lean.holds_maps, lean.in_bands, full.holds_maps, full.in_bands) == (
+        False, True, True, False,
+    )  # fmt: skip
+    assert torch.equal(lean.allowed(), full.allowed())
+    lo, hi = lean.key_span(10, 20)
+    assert not lean.block("mask", 0, slice(10, 20))[:, :lo].any()
+    assert not lean.block("mask", 0, slice(10, 20))[:, hi:].any()
+    assert full.key_span(10, 20) == (0, 48)
+    for h in (0, 5):
+        torch.testing.assert_close(lean.head_map("weights", h, 16),
+                                   torch.nn.functional.adaptive_avg_pool2d(
+                                       full.head_map("weights", h, 16)[None], (16, 16))[0],
+                                   atol=1e-6, rtol=1e-4)  # fmt: skip
+    torch.testing.assert_close(lean.pooled(8, 8), full.pooled(8, 8), atol=1e-6, rtol=1e-4)
+    tokens = [f"t{i}" for i in range(48)]
+    words = [grouped(Trace(tokens=tokens[:40], key_tokens=tokens, layers=[la], source="t"))
+             for la in (lean, full)]  # fmt: skip
+    a, b = words[0].layers[0], words[1].layers[0]
+    assert isinstance(a, LayerTrace) and not a.holds_maps and b.holds_maps
+    assert a.has("weights") and not a.has("scores") and words[0].unit == "word"
+    torch.testing.assert_close(a.block("weights", 2), b.block("weights", 2), atol=1e-6, rtol=1e-4)

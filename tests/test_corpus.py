@@ -110,7 +110,7 @@ def test_a_batch_of_lean_traces_scores_the_same(char_model, monkeypatch):
     monkeypatch.setenv("ATTNVIZ_FULL_TRACE_BYTES", "1")
     budget_module.budget.cache_clear()
     try:
-        assert trace_model(char_model, texts[0][1]).layers[0].lean
+        assert trace_model(char_model, texts[0][1]).layers[0].in_bands
         lean = corpus.score_batch(char_model, texts, 256)["sums"]
     finally:
         monkeypatch.delenv("ATTNVIZ_FULL_TRACE_BYTES")

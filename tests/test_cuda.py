@@ -167,7 +167,7 @@ def test_a_lean_trace_stays_on_the_device_and_recomputes_the_cpu_numbers(llama, 
         budget_module.budget.cache_clear()
     assert a.meta["lean"] and b.meta["lean"]
     for lc, lg in zip(a.layers, b.layers, strict=True):
-        assert lg.lean
+        assert lg.in_bands
         for name in ("q", "k", "v", "z", "output", "lse"):
             assert lg.stored(name).device.type == DEVICE, name
             torch.testing.assert_close(getattr(lg, name), getattr(lc, name), atol=5e-5, rtol=1e-4)

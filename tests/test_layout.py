@@ -173,13 +173,13 @@ def test_no_view_function_takes_more_than_eight_parameters() -> None:
 
 def test_the_ui_asks_views_for_a_size_and_never_decides_one() -> None:
     """Whether an input is long, and whether a trace is lean, are the views' and the engine's:
-    no ui module names `lean` or `LONG` (the page asks for a view; the view picks numbers, a
-    heatmap or a picture)."""
+    no ui module names `lean`, `LONG` or `is_long` (the page asks a view its one question; the
+    view picks numbers, a heatmap or a picture)."""
     found = []
     for path in sorted((PACKAGE / "ui").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
-            if name in ("lean", "LONG", "NUMBERS_SIDE", "HEAD_IMAGE_SIDE"):
+            if name in ("lean", "LONG", "is_long", "NUMBERS_SIDE", "HEAD_IMAGE_SIDE"):
                 found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {name}")
             if isinstance(node, ast.Constant) and node.value == "lean":
                 found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} '{node.value}'")
@@ -245,3 +245,60 @@ def summary() -> str:
 
 if __name__ == "__main__":
     print(summary())
+
+
+LAYER_MODULES = {"engine/layer.py", "measures/grouped_layer.py"}  # the layer family's own
+READERS = ("views", "ui", "serve", "measures")  # read traces through the layer's interface
+KINDS = {"LeanLayer", "GroupedLayer", "MaskRule"}
+
+
+def kind_tests(tree: ast.AST) -> list[tuple[int, str]]:
+    """Where a module asks which kind of layer it holds (`.lean`, `.base`, getattr of "lean",
+    "grouped" or "base", isinstance of a kind, a trace's meta["grouped"]), or names a layer's
+    private slot "_stored_...". (line, what)"""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if "_stored_" in node.value:
+                found.append((node.lineno, repr(node.value)))
+        elif isinstance(node, ast.Attribute) and node.attr in ("lean", "base"):
+            found.append((node.lineno, f".{node.attr}"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            args = [a.value for a in node.args[1:2] if isinstance(a, ast.Constant)]
+            if node.func.id == "getattr" and set(args) & {"lean", "grouped", "base"}:
+                found.append((node.lineno, f"getattr(..., {args[0]!r})"))
+            named = {n.id for a in node.args[1:2] for n in ast.walk(a) if isinstance(n, ast.Name)}
+            if node.func.id == "isinstance" and named & KINDS:
+                found.append((node.lineno, f"isinstance(..., {sorted(named & KINDS)})"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            key = [a.value for a in node.args[:1] if isinstance(a, ast.Constant)]
+            if getattr(owner, "attr", None) == "meta" and key == ["grouped"]:
+                found.append((node.lineno, 'meta.get("grouped")'))
+        elif (
+            isinstance(node, ast.Subscript)
+            and getattr(node.value, "attr", None) == "meta"
+            and getattr(node.slice, "value", None) == "grouped"
+        ):
+            found.append((node.lineno, 'meta["grouped"]'))
+    return found
+
+
+def test_readers_never_ask_how_a_layer_is_stored() -> None:
+    """A layer is full, lean or grouped behind one interface (attnviz.engine.layer): views, ui,
+    serve and measures ask it what they need (holds_maps, in_bands, has, head_map, pooled, ...)
+    and a trace its `unit`, never which kind it is; nothing outside the layer classes' own
+    modules reads their stored slots."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel in LAYER_MODULES:
+            continue
+        reader = rel.split("/")[0] in READERS
+        for line, what in kind_tests(ast.parse(path.read_text(encoding="utf-8"))):
+            if reader or "_stored_" in what:
+                found.append(f"{rel}:{line} {what}")
+    assert not found
+    planted = "a = layer.lean or getattr(lt, 'base', None)\nb = t.meta.get('grouped')\n"
+    planted += "c = x.__dict__['_stored_mask']\nd = isinstance(m, MaskRule)\n"
+    assert len(kind_tests(ast.parse(planted))) == 5  # the check itself sees each kind of test

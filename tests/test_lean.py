@@ -110,16 +110,16 @@ def check_invariants(layer, rows: slice) -> None:
 def test_lean_weights_equal_hf_eager_for_every_family(family, tokenizer, lean, n):
     name, model, eager = family
     trace = trace_model(model, words(2 * n), max_length=n)
-    assert trace.meta["lean"] and all(layer.lean for layer in trace.layers)
+    assert trace.meta["lean"] and all(layer.in_bands for layer in trace.layers)
     assert trace.truncated and len(trace.tokens) == n
     ref, _ = eager_attentions(eager, model.call_tokenizer, [words(2 * n)], n)
     for i, layer in enumerate(trace.layers):
-        assert isinstance(layer.__dict__["_stored_mask"], MaskRule)
+        assert isinstance(layer.rule, MaskRule)
         want = ref[i][0]  # [head, q, k]
         torch.testing.assert_close(layer.weights, want, atol=ATOL, rtol=0)
         check_invariants(layer, slice(None))
         if name in WINDOWED and i in WINDOWED[name]:
-            assert layer.__dict__["_stored_mask"].window == WINDOW
+            assert layer.rule.window == WINDOW
 
 
 def test_lean_padded_batch_matches_hf_eager(family, tokenizer, lean):
@@ -128,7 +128,7 @@ def test_lean_padded_batch_matches_hf_eager(family, tokenizer, lean):
     ref, attention = eager_attentions(eager, model.call_tokenizer, TEXTS, 64)
     for b, trace in enumerate(traces):
         for i, layer in enumerate(trace.layers):
-            assert layer.lean
+            assert layer.in_bands
             live = layer.mask.any(-1)  # eager spreads a row with no key uniformly; attnviz: 0
             torch.testing.assert_close(
                 layer.weights[:, live], ref[i][b][:, live], atol=ATOL, rtol=0
@@ -241,5 +241,5 @@ def test_an_encoder_decoder_traces_lean(tmp_path, tokenizer, lean) -> None:
     for part, want in (("encoder", ref.encoder_attentions), ("decoder", ref.decoder_attentions),
                        ("cross", ref.cross_attentions)):  # fmt: skip
         layer = trace.part(part).layers[0]
-        assert layer.lean
+        assert layer.in_bands
         torch.testing.assert_close(layer.weights, want[0][0], atol=ATOL, rtol=0)

@@ -180,7 +180,7 @@ def test_a_lean_trace_gives_the_same_rows(char, monkeypatch):
     budget_module.budget.cache_clear()
     try:
         trace = trace_model(char.model, ZH * 3)
-        assert trace.layers[0].lean
+        assert trace.layers[0].in_bands
         lean = head_logits(char.model, trace)
     finally:
         monkeypatch.delenv("ATTNVIZ_FULL_TRACE_BYTES")

@@ -202,7 +202,7 @@ def test_lean_trace_of_a_long_input_equals_hf_eager(llm, lean):
     middle = (slice(n // 2, n // 2 + 256), slice(n // 3, n // 2 + 256))
     blocks = [(slice(0, 48), slice(None)), middle, (slice(n - 32, n), slice(None))]
     for i, layer in enumerate(trace.layers):
-        rule = layer.__dict__["_stored_mask"]
+        rule = layer.rule
         assert rule.causal and rule.window == window.get(i)
         for rows, cols in blocks:
             for h in (0, layer.n_heads - 1):

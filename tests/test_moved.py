@@ -108,7 +108,7 @@ def test_lean_moved_is_the_full_one_and_stores_no_n_by_n(char, monkeypatch):
         _lean(monkeypatch, False)
     n = len(lean.tokens)
     for a, b in zip(full.layers, lean.layers, strict=True):
-        assert b.lean and not a.lean
+        assert b.in_bands and not a.in_bands
         stored = [t for t in b.__dict__.values() if isinstance(t, torch.Tensor)]
         assert all(t.dim() < 2 or tuple(t.shape[-2:]) != (n, n) for t in stored)
         torch.testing.assert_close(b.f_norm, a.f_norm, atol=ATOL, rtol=0)

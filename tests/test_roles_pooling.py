@@ -155,7 +155,7 @@ def test_lean_bands_give_the_whole_weights_sums(monkeypatch, name):
     lean = Trace(tokens=tokens, layers=layers, source="t", special=special)
     full = Trace(tokens=tokens, layers=[full_copy(la) for la in layers], source="t",
                  special=special)  # fmt: skip
-    assert all(la.lean for la in lean.layers) and not any(la.lean for la in full.layers)
+    assert all(la.in_bands for la in lean.layers) and not any(la.in_bands for la in full.layers)
 
     def whole(layer, head=None):
         raise AssertionError("a lean layer's whole weights were read")
@@ -176,7 +176,7 @@ def test_lean_trace_of_a_real_model_gives_the_same_atlas(char_model, monkeypatch
     budget_module.budget.cache_clear()
     try:
         traces = [trace_model(char_model, text) for text in TEXTS]
-        assert all(layer.lean for layer in traces[0].layers)
+        assert all(layer.in_bands for layer in traces[0].layers)
         lean = roles.role_sums(traces)
     finally:
         monkeypatch.delenv("ATTNVIZ_FULL_TRACE_BYTES")

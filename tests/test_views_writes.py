@@ -42,7 +42,7 @@ def traces(tmp_path_factory):
         out[name] = [trace_model(model, text, mask_tokens=[5]) for text in texts]
     set_full_bytes(mp, None)
     mp.undo()
-    assert out["lean"][0].layers[0].lean and not out["full"][0].layers[0].lean
+    assert out["lean"][0].layers[0].in_bands and not out["full"][0].layers[0].in_bands
     return out
 
 

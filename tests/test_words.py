@@ -150,7 +150,7 @@ def test_a_lean_4096_token_trace_groups_a_band_at_a_time(long_model, monkeypatch
         monkeypatch.delenv("ATTNVIZ_FULL_TRACE_BYTES")
         budget_module.budget.cache_clear()
     n = len(trace.tokens)
-    assert n == 4096 and trace.layers[0].lean
+    assert n == 4096 and trace.layers[0].in_bands
     g = grouped(trace)
     layer, base = g.layers[1], trace.layers[1]
     n_words = len(g.tokens)

@@ -16,14 +16,25 @@ class Attended:
     z: torch.Tensor  # [..., head, q, d_head] weights @ v
 
 
+def kv_group(n_heads: int, n_kv_heads: int) -> int:
+    """Query heads per K/V head (1: MHA, n_heads: MQA, else GQA), as torch's enable_gqa groups
+    them: query head h reads K/V head h // kv_group(n_heads, n_kv_heads)."""
+    if n_heads % n_kv_heads:
+        raise ValueError(f"n_kv_heads={n_kv_heads} does not divide n_heads={n_heads}")
+    return n_heads // n_kv_heads
+
+
+def kv_head(h: int, n_heads: int, n_kv_heads: int) -> int:
+    """The K/V head query head h reads."""
+    return h // kv_group(n_heads, n_kv_heads)
+
+
 def expand_kv(kv: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """Repeat key/value heads so query head h meets kv head h // (n_heads // n_kv_heads)."""
-    n_kv = kv.shape[-3]
-    if n_heads % n_kv:
-        raise ValueError(f"n_kv_heads={n_kv} does not divide n_heads={n_heads}")
-    if n_kv == n_heads:
+    """Repeat key/value heads [..., kv_head, k, d] so query head h meets kv_head(h, ...)."""
+    group = kv_group(n_heads, kv.shape[-3])
+    if group == 1:
         return kv  # MHA: nothing to share, nothing to copy
-    return kv.repeat_interleave(n_heads // n_kv, dim=-3)  # [..., head, k, d_head]
+    return kv.repeat_interleave(group, dim=-3)  # [..., head, k, d_head]
 
 
 def attend(

@@ -87,7 +87,7 @@ def band(layer, r0: int, r1: int) -> tuple[torch.Tensor, torch.Tensor, int, int]
     c0..c1-1: weights = 2^exponent, [head, r, c] float32 each, on the trace's device; masked
     weights are exactly 0."""
     q, k = layer.stored("q"), layer.stored("k")
-    rule = layer.__dict__["_stored_mask"]
+    rule = layer.rule
     c0, c1 = key_range(rule, r0, r1)
     n_heads, n_kv, r = q.shape[0], k.shape[0], r1 - r0
     # the query heads of one K/V head side by side: one matmul per K/V head, k never expanded
@@ -157,7 +157,7 @@ def summarize_moved(layer, specials: tuple[int, ...]) -> LayerSummary:
     """The statistics' sums of a lean layer's `moved`, each row scaled to sum to 1 (where what
     reaches a query comes from; engine.stats.head_stats(field="moved")), in one pass over bands of
     rows as for the weights (no pooled map); memoized on the layer."""
-    if layer.__dict__.get("_stored_f_norm") is None:
+    if not layer.has("f_norm"):
         raise ValueError("this layer has no per-key norms (LayerTrace.f_norm): no moved")
     memo = _memo(layer)
     return _once(memo, memo.moved, specials, lambda: _summarize(layer, None, specials, moved=True))
@@ -202,12 +202,12 @@ def _summarize(
 ) -> LayerSummary:
     """One pass over bands: the weights' summary, or with `moved` the statistics of moved's rows
     as shares (no pooled map, no column sums: the weights' pass gives those of moved)."""
-    rule = layer.__dict__["_stored_mask"]
+    rule = layer.rule
     n_q, n_k, n_heads = layer.n_q, layer.n_k, layer.n_heads
     dev = layer.stored("q").device
     sums = {name: torch.zeros(n_heads, dtype=torch.float64, device=dev) for name in STAT_SUMS}
     pooled = pooled_moved = None
-    norms = layer.__dict__.get("_stored_f_norm")  # [head, k]: moved = weights x norms
+    norms = layer.stored("f_norm")  # [head, k] or None: moved = weights x norms
     norms = None if norms is None else norms.to(dev, torch.float32)
     moved_sums = None
     if moved:

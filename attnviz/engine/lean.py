@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
+from attnviz.engine.attention import expand_kv, kv_head
+
 # One query block's logits (every head) hold at most this many cells: 16 MiB in float32, e.g. 8
 # heads x 64 rows x 8,192 keys; memory grows with n, never with n².
 BLOCK_CELLS = 2**22
@@ -97,9 +99,8 @@ def attend_lean(
     q [b, head, n_q, d] and k, v [b, kv_head, n_k, d] (not expanded). Returns z [b, head, n_q, d]
     and lse [b, head, n_q] (float32; 0 for a row with no allowed key, whose z is 0)."""
     b, h, n_q, d = q.shape
-    group = h // k.shape[1]  # query heads per K/V head
-    k_full = k.repeat_interleave(group, 1) if group > 1 else k  # [b, head, n_k, d]
-    v_full = v.repeat_interleave(group, 1) if group > 1 else v  # [b, head, n_k, d]
+    k_full = expand_kv(k, h)  # [b, head, n_k, d]
+    v_full = expand_kv(v, h)  # [b, head, n_k, d]
     fast = q.device.type == "cpu" and q.dtype in (torch.float32, torch.bfloat16)
     plain_causal = rule.causal and rule.window is None and rule.keys is None and not rule.q_offset
     if fast and (rule.trivial or plain_causal):
@@ -209,15 +210,14 @@ def lean_block(
 ) -> torch.Tensor:
     """One head's `scores`, `logits`, `weights` or `mask` on rows x cols, recomputed from q, k, the
     mask rule, the scale and the log-sum-exp. CPU float32 (bool for mask). [len(rows), len(cols)]"""
-    q, k, rule = layer.stored("q"), layer.stored("k"), layer.__dict__["_stored_mask"]
+    q, k, rule = layer.stored("q"), layer.stored("k"), layer.rule
     n_q, n_k = q.shape[1], k.shape[1]
     ri, ci = positions_of(rows, n_q), positions_of(cols, n_k)
     if name == "mask":
         return rule.allowed(ri, ci)
-    group = q.shape[0] // k.shape[0]
     dev = q.device
     qh = q[head, ri.to(dev)].float()  # [r, d]
-    kh = k[head // group, ci.to(dev)].float()  # [c, d]
+    kh = k[kv_head(head, q.shape[0], k.shape[0]), ci.to(dev)].float()  # [c, d]
     scores = qh @ kh.T  # [r, c]
     if name == "scores":
         return scores.cpu()
@@ -280,7 +280,7 @@ def pooled_head(layer: object, head: int, th: int, tw: int, name: str = "weights
             r_end += 1
         lo, hi = starts[r], ends[r_end - 1]
         w = torch.zeros(hi - lo, n_k)  # [band, k]
-        c0, c1 = key_range(layer.__dict__["_stored_mask"], lo, hi)  # a causal band: fewer keys
+        c0, c1 = key_range(layer.rule, lo, hi)  # a causal band: fewer keys
         w[:, c0:c1] = layer.block(name, head, slice(lo, hi), slice(c0, c1))  # moved: x norms
         w = pool(w.unsqueeze(0), tw).squeeze(0)  # [band, tw] exact column-bin means
         for i in range(r, r_end):

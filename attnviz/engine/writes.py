@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from attnviz.engine.attention import expand_kv
+
 # A LayerTrace (attnviz.engine.trace imports this module, so it is not imported back).
 LayerTrace = Any
 
@@ -52,13 +54,12 @@ def key_norms(
             f"W_O has {w_o.shape[0]} input rows and v {n_kv} K/V heads of {d_head}: expected "
             f"{n_heads} x {d_head} rows and a K/V head count that divides {n_heads}"
         )
-    group = n_heads // n_kv  # query heads per K/V head
     # ||v W_h||² = v (W_h W_hᵀ) vᵀ: a d_head x d_head Gram matrix per head instead of projecting
     # every key to d_model (n·d_head² instead of n·d_head·d_model; within 3e-7 of the direct norm
     # on the bundled models, bench/writes.py --costs)
     if gram is None:
         gram = w_o_gram(w_o, n_heads, v.device)  # [head, d_head, d_head]
-    vh = v.float().repeat_interleave(group, dim=-3) if group > 1 else v.float()  # [.., head, k, d]
+    vh = expand_kv(v.float(), n_heads)  # [..., head, k, d]
     norms = ((vh @ gram) * vh).sum(-1).clamp_min_(0).sqrt_()  # [..., head, n_k]
     off = sorted(set(silenced))
     if off:
@@ -68,7 +69,7 @@ def key_norms(
 
 def f_norm_of(layer: LayerTrace) -> torch.Tensor:
     """The layer's per-key norms [head, n_k], or a ValueError that says why there are none."""
-    if layer.__dict__.get("_stored_f_norm") is None:
+    if not layer.has("f_norm"):
         raise ValueError(
             "this trace has no per-key norms ||W_O^h v_j|| (LayerTrace.f_norm), so `moved` is "
             "unknown: trace the text again with this version of attnviz (trace_text or "

@@ -66,7 +66,7 @@ def _aligned_change(
         for f in fields
     }  # fmt: skip
     for layer, (la, lb) in enumerate(zip(a.layers, b.layers, strict=True)):
-        if la.lean and lb.lean:
+        if la.in_bands and lb.in_bands:
             _lean_change(la, lb, pairs, {f: {k: v[layer] for k, v in got.items()}
                                          for f, got in out.items()})  # fmt: skip
             continue

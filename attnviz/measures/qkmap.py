@@ -23,9 +23,8 @@ def qk_map(traces: Sequence[Trace], layer: int, head: int, dims: int = 2) -> pd.
     qs, ks, rows = [], [], []
     for t, trace in enumerate(traces):
         block = trace.layers[layer]
-        group = block.n_heads // block.n_kv_heads  # query heads per K/V head
         q = block.head("q", head)  # [n_q, d_head]
-        k = block.head("k", head // group)  # [n_k, d_head]
+        k = block.head("k", block.kv_head(head))  # [n_k, d_head] the head's K/V group
         qs.append(q)
         ks.append(k)
         rows += [("query", t, i, tok) for i, tok in enumerate(trace.tokens)]

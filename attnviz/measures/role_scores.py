@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attnviz.engine.bands import BAND_CELLS, LN2, allowed_counts, band
+from attnviz.engine.bands import BAND_CELLS, LN2
 
 SCORES = (
     "previous_token",
@@ -94,37 +94,22 @@ class Acc:
 
 
 def keys_seen(layer) -> torch.Tensor:
-    """How many keys each query row may attend, from the mask (or the lean layer's rule). [q]"""
-    if layer.lean:
-        return allowed_counts(layer.__dict__["_stored_mask"], torch.arange(layer.n_q))
-    mask = layer.mask
-    return torch.full((layer.n_q,), layer.n_k) if mask is None else mask.sum(-1)
+    """How many keys each query row may attend, from the mask (or the layer's rule). [q]"""
+    return layer.allowed()
 
 
 def _allowed(layer, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
     """May query rows[t] attend key cols[t], for each t. bool [t]"""
-    if layer.lean:
-        rule = layer.__dict__["_stored_mask"]
-        return rule.allowed(rows, cols).diagonal().cpu()  # [t, t] for a band's few rows
-    mask = layer.mask
-    if mask is None:
-        return torch.ones(len(rows), dtype=torch.bool)
-    return mask[rows, cols]
+    return layer.block("mask", 0, rows, cols).diagonal().cpu()  # [t, t] for a band's few rows
 
 
 def bands(layer) -> Iterator[tuple[int, int, int, torch.Tensor, torch.Tensor | None]]:
     """(r0, r1, c0, w, log2 w): every head's weights w [head, r1 - r0, c] of query rows
     r0..r1-1 on keys c0..c0+c-1 (the keys those rows may see), where the trace lives; masked
-    weights are 0. A lean layer's band comes with the exponent it was made from (log2 of the
-    weights where they are not masked), so the entropy needs no log; a full layer's with None."""
-    if not layer.lean:
-        yield 0, layer.n_q, 0, layer.stored("weights").float(), None
-        return
-    step = max(16, BAND_CELLS // max(1, layer.n_heads * layer.n_k))
-    for r0 in range(0, layer.n_q, step):
-        r1 = min(layer.n_q, r0 + step)
-        w, expo, c0, _ = band(layer, r0, r1)
-        yield r0, r1, c0, w, expo
+    weights are 0. A band recomputed from q and k comes with the exponent it was made from (log2
+    of the weights where they are not masked), so the entropy needs no log; held weights, one
+    band, with None (LayerTrace.weight_bands)."""
+    return layer.weight_bands(BAND_CELLS)
 
 
 def _at(

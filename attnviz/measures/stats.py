@@ -28,10 +28,10 @@ def head_stats(trace: Trace, field: str = "weights") -> dict[str, torch.Tensor]:
     """
     if field not in ("weights", "moved"):
         raise ValueError(f'field={field!r} must be "weights" or "moved"')
-    if any(layer.lean for layer in trace.layers):
+    if any(layer.in_bands for layer in trace.layers):
         return _head_stats_in_bands(trace, field)
-    if any(getattr(layer, "base", None) is not None for layer in trace.layers):
-        return _head_stats_in_blocks(trace, field)  # words of a lean trace
+    if not all(layer.holds_maps for layer in trace.layers):
+        return _head_stats_in_blocks(trace, field)  # e.g. words grouped on access
     if field == "moved":
         w = torch.stack([row_shares(layer.moved) for layer in trace.layers])  # [l, h, q, k]
     else:
@@ -170,7 +170,7 @@ def saturation(trace: Trace, layer: int) -> tuple[float, float]:
     from attnviz.engine.bands import specials_of
 
     lt = trace.layers[layer]
-    if lt.lean:
+    if lt.in_bands:
         return layer_saturation(lt, specials_of(trace))
     w = lt.weights  # [head, q, k]
     return mean_max_weight(w), mean_entropy(w)
@@ -190,7 +190,7 @@ def mean_entropy(weights: torch.Tensor) -> float:
 def weight_shift(new: Trace, base: Trace) -> torch.Tensor:
     """How far each head's weights moved: mean over queries of the total variation distance
     0.5 · Σ_k |new − base|, in [0, 1]. [layer, head]"""
-    if any(lt.lean for lt in new.layers + base.layers):
+    if any(lt.in_bands for lt in new.layers + base.layers):
         return _weight_shift_in_blocks(new, base)
     a, b = new.weights(), base.weights()  # [layer, head, q, k]
     if a.shape != b.shape:
@@ -261,14 +261,14 @@ def _shares(
 
     # the per-key norms when the layer has them (moved = weights x norms), else its own moved
     # (a trace grouped into words); neither: moved_block says why
-    f = layer.f_norm if layer.__dict__.get("_stored_f_norm") is not None else None  # [head, k]
+    f = layer.f_norm if layer.has("f_norm") else None  # [head, k]
     n_heads, n_q, n_k = layer.n_heads, layer.n_q, layer.n_k
     sums = {
         f"{field}_{name}": torch.zeros(n_heads, dtype=torch.float64)
         for field in ("weights", "moved")
         for name in ("total", *cols)
     }
-    if layer.lean:  # every head's column sums from the overview's pass (memoized on the layer)
+    if layer.in_bands:  # every head's column sums from the overview's pass (memoized on the layer)
         col = summarize(layer, (THUMB, THUMB), specials).col_sums  # [head, k]
         moved = col * f_norm_of(layer).double()  # [head, k] Σ_i moved[i, j]
         for field, x in (("weights", col), ("moved", moved)):

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import torch
 
-from attnviz.engine.bands import MOVED, THUMB, LayerSummary, made, specials_of, summarize
+from attnviz.engine.bands import MOVED, THUMB, LayerSummary, specials_of, summarize
 
 MAX_THREADS = 4  # more layers at once hold more bands in memory (8 MiB each) for little gain
 WARM_JOBS = 16  # warm-ups queued at most (a layer each); older ones are dropped
@@ -105,10 +105,8 @@ class _Pool:
                 self.warm_running += was_warm
             try:
                 layer = job.ref()
-                if layer is not None and _words(layer):  # a trace of words: its pooled maps
-                    layer.pooled(*job.key[0])
-                elif layer is not None:  # a trace nobody holds any more is not worth a pass
-                    summarize(layer, *job.key)
+                if layer is not None:  # a trace nobody holds any more is not worth a pass
+                    layer.make_pass(*job.key)
             except Exception:  # noqa: BLE001  (the caller recomputes and sees the error itself)
                 pass
             finally:
@@ -156,17 +154,12 @@ def _one_core_here() -> None:
 _pool = _Pool()
 
 
-def _words(layer) -> bool:
-    """Whether a layer is a lean layer's words (measures/words.py: pooled in bands, on access)."""
-    return getattr(layer, "grouped", False) and getattr(layer, "base", None) is not None
-
-
 def _made(layer, side, specials) -> bool:
-    return layer.is_pooled(*side) if _words(layer) else made(layer, side, specials)
+    return not layer.pass_due(side, specials, maps=True)
 
 
 def _on_cpu(layer) -> bool:
-    return (layer.base if _words(layer) else layer).stored("q").device.type == "cpu"
+    return layer.device.type == "cpu"
 
 
 def summaries(
@@ -192,7 +185,7 @@ def _wait(layers: Sequence, side, specials) -> None:
 def warm(layers: Sequence, side: tuple[int, int] | None, specials: tuple[int, ...]) -> None:
     """Start summarizing these layers in the background, behind any view's request."""
     for layer in layers:
-        if not made(layer, side, specials) and _on_cpu(layer):
+        if layer.pass_due(side, specials) and _on_cpu(layer):
             _pool.submit(layer, side, specials, warm=True)
 
 
@@ -202,37 +195,33 @@ def overview_key(trace) -> tuple[tuple[int, int], tuple[int, ...]]:
 
 
 def pending(trace, field: str = "weights", maps: bool = False) -> bool:
-    """Whether a view of every head of this trace would wait for a pass (a lean layer whose
+    """Whether a view of every head of this trace would wait for a pass (a layer in bands whose
     overview summary, or with field "moved" its statistics of moved, is not made yet; `maps`:
-    the overview of a lean trace's words, whose pooled maps are not made yet)."""
+    the overview's pooled maps, e.g. of a long input's words, not made yet)."""
     side, specials = overview_key(trace)
-    if maps and any(_words(layer) for layer in trace.layers):  # one pass pools both fields
-        return any(_words(la) and not la.is_pooled(*side) for la in trace.layers)
     sides = (side, MOVED) if field == "moved" else (side,)
-    return any(layer.lean and not made(layer, s, specials) for layer in trace.layers for s in sides)
+    return any(la.pass_due(s, specials, maps) for la in trace.layers for s in sides)
 
 
 def fill(trace, field: str = "weights", maps: bool = False) -> None:
-    """Make the overview's and the statistics' summaries of a trace's lean layers now, a layer
-    per core, so that the engine finds them memoized (a trace with no lean layer: nothing);
-    field "moved": the statistics of moved too (their own pass: bands.summarize_moved); `maps`:
-    the overview's pooled maps of a lean trace's words (both fields in one pass)."""
+    """Make the overview's and the statistics' passes over a trace's layers now, a layer per
+    core, so that the engine finds them memoized (a trace that holds its maps: nothing); field
+    "moved": the statistics of moved too (their own pass: bands.summarize_moved); `maps`: the
+    overview's pooled maps of a long input's words too (both fields in one pass)."""
     side, specials = overview_key(trace)
-    words = [layer for layer in trace.layers if _words(layer)]
-    if maps and words:
-        _wait(words, side, specials)
-    lean = [layer for layer in trace.layers if layer.lean]
-    if lean:
-        summaries(lean, side, specials)
-        if field == "moved":
-            summaries(lean, MOVED, specials)
+    for s in (side, MOVED) if field == "moved" else (side,):
+        due = [la for la in trace.layers if la.pass_due(s, specials, maps)]
+        _wait(due, s, specials)
+        for la in due:  # made above; else here (a GPU trace, or a pass that failed: its error)
+            la.make_pass(s, specials)
 
 
 def warm_trace(trace) -> None:
-    """Start the overview's pass over a trace's lean layers in the background, then the pass of
-    the statistics of moved (queued behind it: the overview, the first view, waits for no more)."""
-    lean = [layer for layer in trace.layers if layer.lean]
-    if lean:
-        side, specials = overview_key(trace)
-        warm(lean, side, specials)
-        warm([la for la in lean if la.__dict__.get("_stored_f_norm") is not None], MOVED, specials)
+    """Start the overview's pass over a trace's layers in bands in the background, then the pass
+    of the statistics of moved (queued behind it: the overview, the first view, waits for no
+    more)."""
+    if not trace.layers:
+        return
+    side, specials = overview_key(trace)
+    warm(trace.layers, side, specials)
+    warm([la for la in trace.layers if la.has("f_norm")], MOVED, specials)

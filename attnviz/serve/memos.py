@@ -38,7 +38,7 @@ def grouped(trace: Trace, by: str | None) -> Trace:
     of pieces lives and kept on it (a lean trace's words hold nothing n x n: measures/words.py);
     the trace itself for None or "pieces". The words keep the pieces' request, so a view can find
     the model and the whole run (attnviz.ui.caching.TraceRef makes them again after eviction)."""
-    if by in (None, "pieces") or trace.meta.get("grouped") == by:
+    if by in (None, "pieces") or trace.unit == by:
         return trace
 
     def make() -> Trace:

@@ -110,7 +110,7 @@ def make(request: TraceRequest, model=None) -> Trace:
         job = pool().submit(group, item, functools.partial(run_model, model), item.n_bytes)
     trace, n_bytes = job.result()
     count_made(n_bytes)
-    if any(layer.lean for layer in trace.layers):
+    if any(layer.in_bands for layer in trace.layers):
         # the overview's and the statistics' pass over bands starts now, in the background: a
         # user who opens the overview of a long document a moment later finds it (partly) done
         bandpool.warm_trace(trace)

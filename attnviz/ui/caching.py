@@ -58,7 +58,7 @@ class TraceRef:
         self._ref = weakref.ref(trace)
         self._request = trace.request
         self._part = trace.meta.get("part", "encoder")
-        self._unit = trace.meta.get("grouped")  # a trace of words: grouped again from pieces
+        self._unit = trace.unit  # a trace of words: grouped again from pieces
         self._held = trace if self._request is None else None
 
     def get(self) -> Trace:

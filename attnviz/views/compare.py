@@ -120,7 +120,7 @@ def pair_figures(a: Trace, b: Trace, sel: Selection, table: pd.DataFrame) -> lis
     for which, trace in (("a", a), ("b", b)):
         w, full = head_map(trace, layer, head, PICTURE_SIDE, field)  # [q, k], or pooled
         lt = trace.layers[layer]
-        whole = tuple(w.shape) == full and not lt.lean  # a pooled map has no cells to blank
+        whole = tuple(w.shape) == full and not lt.in_bands  # a pooled map has no cells to blank
         marks = Marks.of_mask(lt.block("mask", head) if whole else None)  # masked: blank
         figs.append(draw_map(
             w, Axis(trace.key_tokens, tr("w.key"), ticks=None),

@@ -221,7 +221,7 @@ def to_json(trace: Trace, text: str, pair: str | None = None, pick: Pick = Pick(
 def exportable(trace: Trace) -> bool:
     """Whether the trace can be written whole: a lean one (a long input) would build every head's
     n x n weights for the file."""
-    return not any(layer.lean for layer in trace.layers)
+    return not any(layer.in_bands for layer in trace.layers)
 
 
 def to_npz(trace: Trace, text: str, pair: str | None = None) -> bytes:

@@ -40,7 +40,7 @@ def head_weights(
     lt = trace.layers[layer]
     rows, cols = list(trace.tokens), list(trace.key_tokens)
     whole = slice(None)
-    if lt.lean or getattr(lt, "base", None) is not None:
+    if not lt.holds_maps:
         lo, hi = window
         whole, rows, cols = slice(lo, hi), rows[lo:hi], cols[lo:hi]
     w = lt.block(field, head, whole, whole).clone()  # [q, k]
@@ -51,7 +51,7 @@ def head_weights(
 def kept_bytes(trace: Trace) -> tuple[int, int] | None:
     """For a long input's lean trace (no n x n tensor kept): the bytes it holds and the bytes the
     same trace with every n x n map would; None for any other trace."""
-    if not any(layer.lean for layer in trace.layers):
+    if not any(layer.in_bands for layer in trace.layers):
         return None
     from attnviz.engine.budget import model_trace_bytes
 

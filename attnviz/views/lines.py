@@ -125,7 +125,7 @@ def layer_lines(
     never holds) gives only the window's block of the picked heads, positions counted from it.
     field="moved": each line's opacity is its key's share of what the query's row moves."""
     lt = trace.layers[layer]
-    if not lt.lean and getattr(lt, "base", None) is None:
+    if lt.holds_maps:
         w = lt.weights if field == "weights" else row_shares(lt.moved)  # [head, q, k]
         return lines_figure(w, (trace.tokens, trace.key_tokens), lt.mask, pick, look)
     lo, hi = pick.q_range or (0, len(trace.tokens))

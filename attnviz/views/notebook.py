@@ -199,7 +199,7 @@ def show(
 
 def grouped_as(trace: Trace, unit: str) -> Trace:
     """The trace over `unit`: itself for "pieces", else attnviz.grouped(trace, by=unit)."""
-    if unit == "pieces" or trace.meta.get("grouped") == unit:
+    if unit == "pieces" or trace.unit == unit:
         return trace
     from attnviz.measures.words import grouped
 

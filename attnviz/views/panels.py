@@ -14,7 +14,6 @@ import torch
 
 from attnviz.engine.bands import THUMB
 from attnviz.engine.budget import check_rollout
-from attnviz.engine.lean import pooled_head
 from attnviz.engine.trace import Trace, pooled_weights
 from attnviz.measures.rollout import rollout
 from attnviz.views import charts, grid, images
@@ -73,15 +72,23 @@ def silenced(trace: Trace) -> set[tuple[int, int]]:
     return {(int(la), int(h)) for la, h in trace.meta.get("ablate", ())}
 
 
-def _n(trace: Trace) -> int:
+def size(trace: Trace) -> int:
+    """The positions a view of this trace spans on its longer side: what a page passes to the
+    size questions above (default_scale, needs_window)."""
     return max(len(trace.tokens), len(trace.key_tokens))
+
+
+def query_table_is_top(trace: Trace) -> bool:
+    """Whether One query's table lists only the keys with the largest weights (a long input:
+    every key stays in its bars and its CSV)."""
+    return is_long(len(trace.key_tokens or trace.tokens))
 
 
 def heads_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
     """One softmax-weights map per head of one layer; silenced heads say so in the title. A long
     input's head arrives pooled (a lean trace never holds it whole) and is drawn as a picture."""
     tr, layer, focus = sel.tr, sel.layer, sel.focus
-    mode = sel.scale or default_scale(_n(trace))
+    mode = sel.scale or default_scale(size(trace))
     lt = trace.layers[layer]
     off = silenced(trace)
     per_row = heads_per_row(trace, layer)
@@ -91,8 +98,7 @@ def heads_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
     x = Axis(trace.key_tokens, tr("w.key"), ticks=None, picture_ticks=named)
     y = Axis(trace.tokens, tr("w.query"), ticks=None, picture_ticks=named)
     figs = []
-    pooled = lt.lean or getattr(lt, "base", None) is not None  # words of a lean trace too
-    whole = Marks.of_mask(None if pooled else lt.mask, row=focus)  # a pooled map: no cells
+    whole = Marks.of_mask(lt.mask if lt.holds_maps else None, row=focus)  # a pooled map: no cells
     if not values_fit(lt.n_heads, lt.n_q, lt.n_k):  # a long input: pictures, not MBs of numbers
         whole = replace(whole, values=False)
     for h in range(lt.n_heads):
@@ -102,7 +108,7 @@ def heads_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
         if tuple(w.shape) == (lt.n_q, lt.n_k):
             show = mode != "fixed" or h % per_row == per_row - 1
             colour = Colour(**{**colour.__dict__, "show_bar": show})
-        height = 380 if not is_long(_n(trace)) else 620
+        height = 380 if not is_long(size(trace)) else 620
         if tuple(w.shape) != (lt.n_q, lt.n_k):
             height = 560
         figs.append(draw_map(w, x, y, colour, whole, Frame(title, height)))
@@ -120,7 +126,7 @@ def layer_heads(trace: Trace, sel: Selection) -> list[go.Figure]:
 
 
 def heads_per_row(trace: Trace, layer: int) -> int:
-    return min(trace.layers[layer].n_heads, 2 if is_long(_n(trace)) else 3)
+    return min(trace.layers[layer].n_heads, 2 if is_long(size(trace)) else 3)
 
 
 MOSAIC_WIDTH = 900  # px: the widest the mosaic is drawn (the page of a 1440 x 900 laptop)
@@ -133,7 +139,7 @@ def overview_figure(trace: Trace, sel: Selection, width: int = MOSAIC_WIDTH) -> 
     widest the image may be drawn. The figure's height follows from it: in a narrower page the
     image keeps its shape and the rest of that height stays empty, so a page that is known to be
     narrower (projector mode) asks for less. `sel.focus` draws one query's row in each head."""
-    tr, focus, n = sel.tr, sel.focus, _n(trace)
+    tr, focus, n = sel.tr, sel.focus, size(trace)
     mode = sel.scale or default_scale(n)
     # Long inputs get bigger thumbnails (more pooled pixels) and a power colour scale.
     thumb = THUMB if is_long(n) else 48
@@ -170,23 +176,18 @@ def focus_rows(trace: Trace, focus: int, field: str = "weights") -> torch.Tensor
 def head_map(
     trace: Trace, layer: int, head: int, side: int, field: str = "weights"
 ) -> tuple[torch.Tensor, tuple]:
-    """One head's weights (or moved) to draw: the whole [q, k] map, or for a lean trace (which
-    never holds it whole) the map pooled to at most side x side, a band of rows at a time; and
-    the map's (n_q, n_k)."""
+    """One head's weights (or moved) to draw: the whole [q, k] map, or where the layer never
+    holds it whole (a long input) the map pooled to at most side x side, a band of rows at a
+    time; and the map's (n_q, n_k)."""
     lt = trace.layers[layer]
-    if lt.lean:
-        return pooled_head(lt, head, side, side, field), (lt.n_q, lt.n_k)
-    if getattr(lt, "base", None) is not None:  # words of a lean trace: pooled in bands
-        return lt.pooled(side, side, field)[head], (lt.n_q, lt.n_k)
-    w = lt.head(field, head)  # [q, k]
-    return w, tuple(w.shape)
+    return lt.head_map(field, head, side), (lt.n_q, lt.n_k)
 
 
 def head_image_figure(trace: Trace, sel: Selection) -> go.Figure:
     """The overview's chosen head on a long input: its weights as a picture (pooled to at most
     PICTURE_SIDE a side), coloured like the thumbnails above it: tens of kilobytes on a head
     change where three maps of numbers were megabytes. Head detail has the numbers."""
-    tr, layer, head, n = sel.tr, sel.layer, sel.head, _n(trace)
+    tr, layer, head, n = sel.tr, sel.layer, sel.head, size(trace)
     w, _ = head_map(trace, layer, head, PICTURE_SIDE, sel.field)
     colour = Colour(gamma=overview_gamma(trace, sel.scale))
     height = min(900, max(560, 2 * min(n, PICTURE_SIDE) + 160))
@@ -199,11 +200,11 @@ def head_image_figure(trace: Trace, sel: Selection) -> go.Figure:
 def overview_head_is_picture(trace: Trace) -> bool:
     """Whether the overview shows its chosen head as a picture (a long input) rather than as
     Head detail's three maps of numbers."""
-    return is_long(_n(trace))
+    return is_long(size(trace))
 
 
 def overview_gamma(trace: Trace, mode: str | None) -> float:
-    return scale_gamma(mode or default_scale(_n(trace)))
+    return scale_gamma(mode or default_scale(size(trace)))
 
 
 def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
@@ -211,12 +212,12 @@ def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
     positions window[0]..window[1]-1 on both axes; `sel.mark` outlines a (query, key) cell."""
     tr, head, shared, mark = sel.tr, sel.head, sel.shared, sel.mark
     lt = trace.layers[sel.layer]
-    n = _n(trace)
+    n = size(trace)
     mode = sel.scale or default_scale(n, short="max")
     lo, hi = sel.window or (0, n)
     # A window of positions lo..hi-1 on both axes (clipped to each side's length).
     qs, ks = slice(lo, min(hi, len(trace.tokens))), slice(lo, min(hi, len(trace.key_tokens)))
-    if trace.meta.get("grouped"):  # words: their weights and moved add up, scores do not
+    if trace.unit != "pieces":  # words: their weights and moved add up, scores do not
         return [grouped_detail(trace, sel, (qs, ks), mode)]
     # Only the window is computed (a lean trace recomputes just that block).
     scores, logits = lt.block("scores", head, qs, ks), lt.block("logits", head, qs, ks)
@@ -225,7 +226,7 @@ def detail_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
         every = range(lt.n_heads)
         all_logits = torch.stack([lt.block("logits", h, qs, ks) for h in every])  # [head, q, k]
         all_scores = torch.stack([lt.block("scores", h, qs, ks) for h in every])  # [head, q, k]
-        if not lt.lean:
+        if lt.holds_maps:  # the whole layer's range
             all_logits, all_scores = lt.logits(), lt.scores  # [head, q, k]
         finite = all_logits[torch.isfinite(all_logits)]
         bound_scores = float(all_scores.abs().max())
@@ -274,7 +275,7 @@ def lines_figures(trace: Trace, sel: Selection) -> go.Figure:
     """One head's weights as lines between the query and key tokens (the Lines view), with the
     page's default threshold and layout."""
     rows, tr = is_cjk(trace.tokens), sel.tr
-    n = _n(trace)
+    n = size(trace)
     pick = LinesPick((sel.head,), default_threshold(n))
     title = tr("lv.lines_title_rows" if rows else "lv.lines_title", l=sel.layer)
     look = LinesLook(rows, 1100 if rows else None, tr("w.query"), tr("w.key"), tr("ex.head"), title)
@@ -284,7 +285,7 @@ def lines_figures(trace: Trace, sel: Selection) -> go.Figure:
 def reachable(trace: Trace) -> torch.Tensor | None:
     """Which inputs can reach which token through the layers (rollout's cells that are not 0 by
     the mask): a key no layer lets the query see, itself excepted, never is. [q, k] or None"""
-    if any(lt.lean for lt in trace.layers) or all(lt.mask is None for lt in trace.layers):
+    if any(lt.in_bands for lt in trace.layers) or all(lt.mask is None for lt in trace.layers):
         return None
     seen = torch.eye(len(trace.tokens), len(trace.key_tokens), dtype=torch.bool)  # the residual
     for lt in trace.layers:

@@ -73,7 +73,7 @@ def explorer(
         trace = pieces
     DRAW[view](trace)
     if trace is not pieces:
-        chars = trace.meta.get("grouped") == "char"  # a trace of words has no q, k, v to export
+        chars = trace.unit == "char"  # a trace of words has no q, k, v to export
         st.caption(t("ex.unit_export_chars" if chars else "ex.unit_export"))
     export_json(pieces)
     return view

@@ -33,7 +33,7 @@ def other_trace(trace: Trace, text: str) -> Trace:
     request = trace.request
     knobs = replace(request.knobs, mask_tokens=())
     full = cached_trace(replace(request, text=text, knobs=knobs))
-    return memos.grouped(full.part(trace.meta.get("part", "encoder")), trace.meta.get("grouped"))
+    return memos.grouped(full.part(trace.meta.get("part", "encoder")), trace.unit)
 
 
 def _clicked() -> None:
@@ -45,7 +45,7 @@ def _clicked() -> None:
 def _open_top(trace: Trace, text: str, found, linked: bool) -> None:
     """A new comparison (another text, unit or part) opens on its top-ranked head, before the
     pickers are drawn; a link that names a head keeps it."""
-    opened = (text, trace.meta.get("grouped"), trace.meta.get("part"))
+    opened = (text, trace.unit, trace.meta.get("part"))
     if st.session_state.get("_cmp_opened") == opened:
         return
     st.session_state["_cmp_opened"] = opened
@@ -65,7 +65,7 @@ def compare_view(trace: Trace) -> None:
             other = other_trace(trace, text)
             with passing(trace), passing(other):
                 tables = per_trace(
-                    trace, ("compare", other.request, trace.meta.get("grouped")),
+                    trace, ("compare", other.request, trace.unit),
                     lambda: compare.compare_tables(trace, other), keep=2,
                 )  # fmt: skip
             found = tables[field]

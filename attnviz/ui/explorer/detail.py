@@ -45,7 +45,7 @@ def head_maps(
     """The three maps of one head (its weights or moved the third; a trace of words has that
     one alone) and its CSV. `mode`: the colour scale picked above (the overview's); None draws
     its own picker."""
-    n = max(len(trace.tokens), len(trace.key_tokens))
+    n = panels.size(trace)
     c1, c2 = st.columns(2)
     if mode is None:
         with c1:
@@ -60,7 +60,7 @@ def head_maps(
         return panels.detail_figures(trace, sel)
 
     stacked = panels.detail_stacked((lo, hi))
-    if trace.meta.get("grouped"):  # words: their weights or moved only (no scores)
+    if trace.unit != "pieces":  # words: their weights or moved only (no scores)
         chart(build()[0], key="detail_weights", name=f"{field}_L{layer}_H{head}")
         _csv(trace, layer, head, (lo, hi), field)
         return
@@ -115,10 +115,8 @@ def detail(trace: Trace) -> None:
             **url.bound("shared"),
         ),
     )  # fmt: skip
-    if trace.meta.get("grouped"):  # words keep no scores: one map, said so
-        help_key = (
-            "ex.detail_help_chars" if trace.meta["grouped"] == "char" else "ex.detail_help_words"
-        )
+    if trace.unit != "pieces":  # words keep no scores: one map, said so
+        help_key = "ex.detail_help_chars" if trace.unit == "char" else "ex.detail_help_words"
         st.caption(t(help_key, field=t(f"ex.field.{field}")))
     else:
         st.caption(t("ex.detail_help" if field == "weights" else "ex.detail_help_moved"))

@@ -38,7 +38,7 @@ def heads_view(trace: Trace) -> None:
     saturation(trace, layer)
     c1, c2 = st.columns(2)
     with c1:
-        mode = pick_scale(max(len(trace.tokens), len(trace.key_tokens)))
+        mode = pick_scale(panels.size(trace))
     with c2:
         focus = pick_focus(trace)
     sel = selection(layer=layer, scale=mode, focus=focus, field=field)

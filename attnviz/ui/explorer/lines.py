@@ -10,6 +10,7 @@ from attnviz.ui.caching import trace_fragment
 from attnviz.ui.explorer.pickers import pick_field, pick_layer, pick_window
 from attnviz.ui.language import t
 from attnviz.ui.widgets import EXACT, chart
+from attnviz.views import panels
 from attnviz.views.lines import LinesLook, LinesPick, is_cjk, layer_lines
 
 PAIRS = url.key("lines_pair").options
@@ -63,8 +64,7 @@ def _sentence_ranges(trace: Trace, which: str) -> tuple[tuple[int, int] | None, 
 @trace_fragment
 def lines_view(trace: Trace, head_default: int = 0) -> None:
     """Query tokens on the left, keys on the right (or two rows), a line per pair above w."""
-    n_q, n_k = len(trace.tokens), len(trace.key_tokens)
-    n = max(n_q, n_k)
+    n = panels.size(trace)
     field = pick_field(trace)
     c1, c2, c3 = st.columns([1, 2, 1])
     with c1:

@@ -18,7 +18,6 @@ from attnviz.ui.explorer.pickers import (
 from attnviz.ui.language import localized, t
 from attnviz.ui.widgets import chart, table
 from attnviz.views import frames, panels
-from attnviz.views.panels import is_long
 
 TOP_KEYS = 16  # One query's table at a long input: the keys with the largest weights
 
@@ -31,7 +30,7 @@ def one_query(trace: Trace) -> None:
     steps = frames.query_frame(trace, layer, head, query)
     st.markdown(t("ex.query_formula", scale=lt.scale))
     steps = steps.drop(columns=["weight (trace)"])
-    n, long = len(steps), is_long(len(steps))
+    n, long = len(steps), panels.query_table_is_top(trace)
     if long:  # the keys that matter, sorted; every key in the bars below and in the CSV
         top = steps.sort_values("softmax", ascending=False).head(TOP_KEYS)
         shown = localized(top.assign(allowed=top["allowed"].map({True: "✓", False: "–"})))

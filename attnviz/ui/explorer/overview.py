@@ -40,7 +40,7 @@ def overview(trace: Trace) -> None:
     )  # fmt: skip
     field = pick_field(trace)
     layer, head, focus = layer_and_head(trace, lambda: pick_focus(trace))
-    n = max(len(trace.tokens), len(trace.key_tokens))
+    n = panels.size(trace)
     # The colour scale of the mosaic and of the chosen head below it, picked here and not below
     # the mosaic: a picker drawn after the image left its choice unset on the first run, so the
     # next head change drew (and sent) the mosaic again in another scale.
