@@ -243,10 +243,6 @@ def summary() -> str:
     )
 
 
-if __name__ == "__main__":
-    print(summary())
-
-
 LAYER_MODULES = {"engine/layer.py", "measures/grouped_layer.py"}  # the layer family's own
 READERS = ("views", "ui", "serve", "measures")  # read traces through the layer's interface
 KINDS = {"LeanLayer", "GroupedLayer", "MaskRule"}
@@ -302,3 +298,7 @@ def test_readers_never_ask_how_a_layer_is_stored() -> None:
     planted = "a = layer.lean or getattr(lt, 'base', None)\nb = t.meta.get('grouped')\n"
     planted += "c = x.__dict__['_stored_mask']\nd = isinstance(m, MaskRule)\n"
     assert len(kind_tests(ast.parse(planted))) == 5  # the check itself sees each kind of test
+
+
+if __name__ == "__main__":
+    print(summary())
