@@ -330,7 +330,6 @@ def test_gemma_tokenizer_labels_byte_fallback_pieces_as_characters(slices):
 def test_a_changed_w_o_changes_the_kept_outputs_and_key_norms(slices):
     """The block outputs the trace keeps are the model's own (caught from W_O), and the W_O Gram
     matrices kept between traces are made again when W_O changes in place."""
-    from attnviz.engine.writes import f_norm_of
 
     _, model, hf = slices("smollm2-135m")
     w_o = hf.model.layers[1].self_attn.o_proj.weight
@@ -344,10 +343,10 @@ def test_a_changed_w_o_changes_the_kept_outputs_and_key_norms(slices):
         with torch.no_grad():
             w_o.copy_(kept)
     torch.testing.assert_close(after.layers[1].output, 2 * before.layers[1].output)
-    torch.testing.assert_close(f_norm_of(after.layers[1]), 2 * f_norm_of(before.layers[1]))
-    torch.testing.assert_close(f_norm_of(after.layers[0]), f_norm_of(before.layers[0]))
+    torch.testing.assert_close(after.layers[1].norms(), 2 * before.layers[1].norms())
+    torch.testing.assert_close(after.layers[0].norms(), before.layers[0].norms())
     again = trace_model(model, TEXT)  # W_O restored: the first Gram matrices again
-    torch.testing.assert_close(f_norm_of(again.layers[1]), f_norm_of(before.layers[1]))
+    torch.testing.assert_close(again.layers[1].norms(), before.layers[1].norms())
 
 
 def test_the_cached_tokenizer_reads_as_transformers_reads_it_and_copies_cheaply(slices):

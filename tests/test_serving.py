@@ -417,7 +417,7 @@ def test_a_spec_sends_what_its_figure_sends_every_time() -> None:
 
 
 def test_specs_made_straight_from_the_dicts_send_what_the_figures_send(monkeypatch) -> None:
-    """spec.as_specs: the app's cached figures skip go.Figure and its deep copies; what
+    """spec.making_specs: the app's cached figures skip go.Figure and its deep copies; what
     st.plotly_chart sends of them must be what it sends of the figures (keys in any order)."""
     import plotly.io
     import plotly.tools
@@ -448,9 +448,11 @@ def test_specs_made_straight_from_the_dicts_send_what_the_figures_send(monkeypat
             plotly.io.to_json(plotly.tools.return_figure_from_figure_or_data(f, True), False)
         )
 
-    plain, specs = build(), figure_spec.as_specs(build)
+    plain = build()
+    with figure_spec.making_specs():
+        specs = build()
     assert all(isinstance(f, figure_spec.Spec) for f in specs)
-    assert not any(isinstance(f, figure_spec.Spec) for f in build())  # only inside as_specs
+    assert not any(isinstance(f, figure_spec.Spec) for f in build())  # only inside making_specs
     for fig, spec in zip(plain, specs, strict=True):
         assert sent(spec) == sent(spec) == sent(fig)
         assert sent(spec)["layout"]["template"] == sent(fig)["layout"]["template"] != {}
@@ -707,7 +709,7 @@ def test_each_worker_thread_keeps_its_own_thread_count(monkeypatch) -> None:
 
     def worker(name):
         seen[name, "before"] = cores.now
-        cores.use(1, lambda: 3)  # jobs waiting: busy
+        cores.use(1, 3)  # jobs waiting: busy
         seen[name, "after"] = cores.now
 
     for name in ("a", "b"):

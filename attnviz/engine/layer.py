@@ -16,9 +16,22 @@ import torch
 from attnviz.engine.attention import expand_kv, kv_head
 from attnviz.engine.bands import allowed_counts, band, made, summarize
 from attnviz.engine.lean import MaskRule, key_range, lean_block, pooled_head
-from attnviz.engine.writes import f_norm_of, moved_block, moved_of
 
 _MISSING = object()
+NO_NORMS = (
+    "this trace has no per-key norms ||W_O^h v_j|| (LayerTrace.f_norm), so `moved` is unknown: "
+    "trace the text again with this version of attnviz (trace_text or trace_model); a trace "
+    "made from attention weights alone has no values"
+)
+
+
+def moved_of(layer: LayerTrace, head: int | None = None) -> torch.Tensor:
+    """A layer's `moved` field, recomputed on access: weights · ||W_O^h v_j^h|| for every head
+    [head, q, k], or for one [q, k] (value-weighted attention, engine/writes.py)."""
+    f = layer.norms()  # [head, k]
+    if head is None:
+        return layer.weights * f.unsqueeze(1)  # [head, q, k]
+    return layer.head("weights", head) * f[head].unsqueeze(0)  # [q, k]
 
 
 def to_view(t: torch.Tensor | None) -> torch.Tensor | None:
@@ -151,8 +164,25 @@ class LayerTrace:
             return self.has("f_norm") or not _recomputed(raw)
         return raw is not None
 
+    def norms(self) -> torch.Tensor:
+        """The per-key norms ||W_O^h v_j|| [head, n_k], CPU float32, or a ValueError that says
+        why there are none (a trace made from attention weights alone)."""
+        if not self.has("f_norm"):
+            raise ValueError(NO_NORMS)
+        return self.f_norm
+
     def _moved_on_access(self) -> bool:
         return self.__dict__.get("_stored_moved") is moved_of
+
+    def _moved_block(
+        self, h: int, rows: slice | torch.Tensor | None, cols: slice | torch.Tensor | None
+    ) -> torch.Tensor:
+        """Head h's moved on rows x cols: the weights' block (a lean layer recomputes only it)
+        times the norms of those keys. [rows, cols] CPU float32"""
+        f = self.norms()[h]  # [k]
+        if cols is not None:
+            f = f[cols] if isinstance(cols, slice) else f[torch.as_tensor(cols, dtype=torch.long)]
+        return self.block("weights", h, rows, cols) * f.reshape(1, -1)  # [rows, cols]
 
     def block(
         self,
@@ -165,7 +195,7 @@ class LayerTrace:
         `mask` on rows x cols (a slice, positions, or None for all), CPU float32 (mask: bool): a
         lean layer recomputes only that block. [rows, cols]"""
         if name == "moved" and self._moved_on_access():
-            return moved_block(self, h, rows, cols)
+            return self._moved_block(h, rows, cols)
         rows = slice(None) if rows is None else rows
         cols = slice(None) if cols is None else cols
         if name == "mask":
@@ -328,7 +358,7 @@ class LeanLayer(LayerTrace):
         cols: slice | torch.Tensor | None = None,
     ) -> torch.Tensor:
         if name == "moved" and self._moved_on_access():
-            return moved_block(self, h, rows, cols)
+            return self._moved_block(h, rows, cols)
         return lean_block(self, name, h, rows, cols)
 
     def allowed(self, rows: slice | torch.Tensor | list | None = None) -> torch.Tensor:
@@ -345,7 +375,7 @@ class LeanLayer(LayerTrace):
     ) -> torch.Tensor:
         summary = summarize(self, (th, tw), specials)  # one pass gives both fields
         if name == "moved" and summary.pooled_moved is None:
-            f_norm_of(self)  # says why there is no moved
+            self.norms()  # says why there is no moved
         return summary.pooled if name == "weights" else summary.pooled_moved
 
     def weight_bands(

@@ -9,7 +9,8 @@ that sends almost nothing moves almost nothing, so
 
 weighs each attention weight by the size of what it carries. The per-key norms are computed once,
 when the trace is made (a [head, n_k] tensor, LayerTrace.f_norm); `moved` is recomputed from the
-weights on access, so a long (lean) trace stores nothing n x n for it either. The output bias is
+weights on access (LayerTrace.block("moved", ...), attnviz.engine.layer), so a long (lean) trace
+stores nothing n x n for it either. The output bias is
 left out, as in the paper: it is added whatever the weights are. The share of each head's
 movement that reaches special tokens is attnviz.measures.stats.special_share.
 """
@@ -17,14 +18,10 @@ movement that reaches special tokens is attnviz.measures.stats.special_share.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import torch
 
 from attnviz.engine.attention import expand_kv
-
-# A LayerTrace (attnviz.engine.trace imports this module, so it is not imported back).
-LayerTrace = Any
 
 
 def w_o_gram(w_o: torch.Tensor, n_heads: int, device: torch.device | str) -> torch.Tensor:
@@ -65,40 +62,6 @@ def key_norms(
     if off:
         norms[..., off, :] = 0.0
     return norms
-
-
-def f_norm_of(layer: LayerTrace) -> torch.Tensor:
-    """The layer's per-key norms [head, n_k], or a ValueError that says why there are none."""
-    if not layer.has("f_norm"):
-        raise ValueError(
-            "this trace has no per-key norms ||W_O^h v_j|| (LayerTrace.f_norm), so `moved` is "
-            "unknown: trace the text again with this version of attnviz (trace_text or "
-            "trace_model); a trace made from attention weights alone has no values"
-        )
-    return layer.f_norm  # [head, n_k] CPU float32
-
-
-def moved_of(layer: LayerTrace, head: int | None = None) -> torch.Tensor:
-    """A LayerTrace's `moved` field, recomputed on access: weights · ||W_O^h v_j^h|| for every
-    head [head, q, k], or for one [q, k]."""
-    f = f_norm_of(layer)  # [head, k]
-    if head is None:
-        return layer.weights * f.unsqueeze(1)  # [head, q, k]
-    return layer.head("weights", head) * f[head].unsqueeze(0)  # [q, k]
-
-
-def moved_block(
-    layer: LayerTrace,
-    head: int,
-    rows: slice | torch.Tensor | None = None,
-    cols: slice | torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Head `head`'s moved on rows x cols: the weights' block (a lean layer recomputes only it)
-    times the norms of those keys. [rows, cols] CPU float32"""
-    f = f_norm_of(layer)[head]  # [k]
-    if cols is not None:
-        f = f[cols] if isinstance(cols, slice) else f[torch.as_tensor(cols, dtype=torch.long)]
-    return layer.block("weights", head, rows, cols) * f.reshape(1, -1)  # [rows, cols]
 
 
 def row_shares(x: torch.Tensor) -> torch.Tensor:

@@ -24,7 +24,6 @@ import torch
 
 from attnviz.engine.lean import BLOCK_CELLS
 from attnviz.engine.trace import Trace
-from attnviz.engine.writes import f_norm_of
 from attnviz.measures.stats import head_stats
 
 if TYPE_CHECKING:
@@ -115,7 +114,7 @@ def _lean_change(la, lb, pairs: list[tuple[int, int]], out: dict) -> None:
     key_runs = [(i, j, min(n, la.n_k - i, lb.n_k - j)) for i, j, n in key_runs]
     norms = {"a": None, "b": None}
     if "moved" in out:
-        norms = {"a": f_norm_of(la), "b": f_norm_of(lb)}  # [head, k]
+        norms = {"a": la.norms(), "b": lb.norms()}  # [head, k]
     for qa0, qb0, size in runs([(i, j) for i, j in pairs if i < la.n_q and j < lb.n_q]):
         for r in range(0, size, step):
             n_r = min(step, size - r)

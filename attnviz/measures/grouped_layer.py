@@ -16,7 +16,6 @@ import torch
 from attnviz.engine.bands import MOVED, band, bins, indicator
 from attnviz.engine.lean import BLOCK_CELLS, positions_of
 from attnviz.engine.trace import LayerTrace
-from attnviz.engine.writes import f_norm_of
 from attnviz.measures.pieces import Groups, reduce
 
 FIELDS = ("weights", "moved", "mask")
@@ -108,7 +107,7 @@ class GroupedLayer(LayerTrace):
                 made[(th, tw, name)] = torch.nn.functional.adaptive_avg_pool2d(field, (th, tw))
             else:  # one pass over the pieces gives both fields
                 if name == "moved":
-                    f_norm_of(self.base)  # says why there is no moved
+                    self.base.norms()  # says why there is no moved
                 for field, pooled in self._pool(th, tw).items():
                     made[(th, tw, field)] = pooled
         return made[(th, tw, name)]

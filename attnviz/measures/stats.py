@@ -257,7 +257,6 @@ def _shares(
     sums come from the overview's pass over bands, `specials` naming that pass)."""
     from attnviz.engine.bands import THUMB, summarize
     from attnviz.engine.lean import BLOCK_CELLS
-    from attnviz.engine.writes import f_norm_of
 
     # the per-key norms when the layer has them (moved = weights x norms), else its own moved
     # (a trace grouped into words); neither: moved_block says why
@@ -270,7 +269,7 @@ def _shares(
     }
     if layer.in_bands:  # every head's column sums from the overview's pass (memoized on the layer)
         col = summarize(layer, (THUMB, THUMB), specials).col_sums  # [head, k]
-        moved = col * f_norm_of(layer).double()  # [head, k] Σ_i moved[i, j]
+        moved = col * layer.norms().double()  # [head, k] Σ_i moved[i, j]
         for field, x in (("weights", col), ("moved", moved)):
             sums[f"{field}_total"] += x.sum(-1)
             for name, keys in cols.items():

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 import torch
 
@@ -40,10 +39,10 @@ class Cores:
             self.busy_at = now
         return 1 if now - self.busy_at < ALONE_S else self.n_all
 
-    def use(self, callers: int, waiting: Callable[[], int]) -> None:
-        """Set this thread's count for a forward that `callers` runs wait for; `waiting()`: the
+    def use(self, callers: int, waiting: int) -> None:
+        """Set this thread's count for a forward that `callers` runs wait for; `waiting`: the
         jobs queued behind it."""
-        n = self.pick(callers, waiting(), script_runs(), time.monotonic())
+        n = self.pick(callers, waiting, script_runs(), time.monotonic())
         if n != self.now:
             torch.set_num_threads(n)
             self._mine.n = n

@@ -79,7 +79,7 @@ def compacted(full: Trace) -> tuple[Trace, int]:
 
 def run_stack(requests: list[TraceRequest]) -> list[tuple[Trace, int]]:
     """The toy stack's traces (one request at a time: the stack does not batch)."""
-    _cores.use(len(requests), pool().waiting)
+    _cores.use(len(requests), pool().waiting())
     return [compacted(trace_text(r.text, r.model, text_pair=r.pair)) for r in requests]
 
 
@@ -87,7 +87,7 @@ def run_model(model, items: list) -> list[tuple[Trace, int]]:
     """Prepared requests of one group through the model in one forward (engine trace_batch)."""
     from attnviz.engine.hooked import trace_batch
 
-    _cores.use(len(items), pool().waiting)
+    _cores.use(len(items), pool().waiting())
     return [compacted(full) for full in trace_batch(model, items)]
 
 

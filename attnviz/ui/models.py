@@ -90,18 +90,15 @@ def not_installed(name: str) -> bool:
 
 
 def _pick_label(models: dict[str, BundledModel], none: str | None = None):
-    """The picker's format_func: a name, marked when it is not installed, and `none` for ""
-    (over the names and flags only: a widget keeps its format_func with the session)."""
-    missing = {name for name, m in models.items() if not m.installed}
+    """The picker's format_func: a name, marked when it is not installed, and `none` for "".
+    A table's lookup, made here (over the names and flags only: a widget keeps its format_func
+    with the session), so the widget never calls back into this module."""
     mark = t("pick.not_installed")
-
-    def label(name: str) -> str:
-        if name == "":
-            return none or ""
+    labels = {"": none or ""}
+    for name, model in models.items():
         short = name.rsplit("/", 1)[-1]  # all-MiniLM-L6-v2, not its Hub owner
-        return f"{short} ({mark})" if name in missing else short
-
-    return label
+        labels[name] = short if model.installed else f"{short} ({mark})"
+    return labels.__getitem__
 
 
 def facts(model: BundledModel) -> str:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import html
@@ -11,8 +12,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Iterator, Sequence
 
 import plotly.graph_objects as go
 import plotly.io
@@ -20,8 +20,6 @@ from _plotly_utils.utils import convert_to_base64
 from plotly.basedatatypes import BaseFigure
 
 from attnviz.views.tokens import visible
-
-T = TypeVar("T")
 
 # Every chart's modebar exports a PNG at twice the on-screen size.
 PLOTLY_CONFIG = {
@@ -231,7 +229,7 @@ def figure(data: list[dict], layout: dict) -> go.Figure:
     of building a mosaic or a head's heatmap, with the GIL held while a class waits (bench/load.py).
     What these dicts hold is pinned by the tests, which build
     every figure with validation on (ATTNVIZ_VALIDATE_FIGURES=1, set in tests/conftest.py).
-    Inside as_specs(), a Spec straight from the dicts."""
+    Inside making_specs(), a Spec straight from the dicts."""
     if getattr(_as_specs, "on", False):
         if not _VALIDATE:
             return Spec.of(data, layout)  # type: ignore[return-value]
@@ -242,14 +240,15 @@ def figure(data: list[dict], layout: dict) -> go.Figure:
 _as_specs = threading.local()
 
 
-def as_specs(build: Callable[[], T]) -> T:
-    """build(), with every figure it makes (through heatmap, mosaic, weights_image...) made as a
-    Spec straight from its dicts: for figures the app keeps as ready JSON (the overview's
-    mosaic, a head's three maps). Only for builders that return those figures untouched."""
+@contextlib.contextmanager
+def making_specs() -> Iterator[None]:
+    """Within it, every figure made (through heatmap, mosaic, weights_image...) is a Spec straight
+    from its dicts: for figures the app keeps as ready JSON (the overview's mosaic, a head's three
+    maps). Only around builders that return those figures untouched."""
     before = getattr(_as_specs, "on", False)
     _as_specs.on = True
     try:
-        return build()
+        yield
     finally:
         _as_specs.on = before
 

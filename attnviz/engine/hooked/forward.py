@@ -81,7 +81,7 @@ def run_forward(model: LoadedModel, batch: Batch) -> Recorded:
     knobs = _knobs_as_run(model, batch)
     record = Recording(blocks={id(b.attention): i for i, b in enumerate(model.blocks)})
     inputs = _model_inputs(model, batch)
-    catch_outputs(b.w_o for b in model.blocks)
+    catch_outputs([b.w_o for b in model.blocks])
     real_last = batch.last_mask.sum(-1) - 1  # [batch] the last real token
     with torch.inference_mode(), recording(model, real_last) as streams:
         with active(record):

@@ -313,7 +313,7 @@ def _loaded(model: Any, tokenizer: Any, label: str, dev: torch.device) -> Loaded
         blocks = _blocks(model, config.model_type, config)
     except (AttributeError, TypeError) as e:
         raise ValueError(f"{label!r} is not built like a {config.model_type} model: {e}") from e
-    catch_outputs(b.w_o for b in blocks)  # hooked here, while no forward runs (tracing: why)
+    catch_outputs([b.w_o for b in blocks])  # hooked here, while no forward runs (tracing: why)
     call_tokenizer = tokenizing.call_copy(tokenizer)
     call_tokenizer.padding_side = "right"  # positions count from the first token
     if call_tokenizer.pad_token is None:  # GPT-2 and Llama tokenizers have none

@@ -59,6 +59,10 @@ def head_maps(
     def build() -> list:
         return panels.detail_figures(trace, sel)
 
+    def build_specs() -> list:
+        with spec.making_specs():
+            return build()
+
     stacked = panels.detail_stacked((lo, hi))
     if trace.unit != "pieces":  # words: their weights or moved only (no scores)
         chart(build()[0], key="detail_weights", name=f"{field}_L{layer}_H{head}")
@@ -68,7 +72,7 @@ def head_maps(
         # Kept per trace as ready JSON: everyone who opens the page sees the same head, and
         # Head detail shows the head the overview just drew. A few per trace (~50 KB each).
         scores, logits, weights = per_trace(
-            trace, ("head maps", sel), lambda: spec.as_specs(build), keep=HEAD_MAPS_KEPT
+            trace, ("head maps", sel), build_specs, keep=HEAD_MAPS_KEPT
         )
     else:
         scores, logits, weights = build()
@@ -108,13 +112,12 @@ def _csv(trace: Trace, layer: int, head: int, window: tuple[int, int], field: st
 def detail(trace: Trace) -> None:
     """Raw scores, the logits softmax sees, and the weights of one head, side by side."""
     field = pick_field(trace)
-    layer, head, shared = layer_and_head(
-        trace,
-        lambda: st.toggle(
+    layer, head, column = layer_and_head(trace, third=True)
+    with column:
+        shared = st.toggle(
             t("ex.shared_scale"), value=url.default("shared"), help=t("ex.shared_help"),
             **url.bound("shared"),
-        ),
-    )  # fmt: skip
+        )  # fmt: skip
     if trace.unit != "pieces":  # words keep no scores: one map, said so
         help_key = "ex.detail_help_chars" if trace.unit == "char" else "ex.detail_help_words"
         st.caption(t(help_key, field=t(f"ex.field.{field}")))

@@ -25,7 +25,9 @@ TOP_KEYS = 16  # One query's table at a long input: the keys with the largest we
 @trace_fragment
 def one_query(trace: Trace) -> None:
     """One query against every key: q·k, × scale, exp, softmax, as numbers and a bar chart."""
-    layer, head, query = layer_and_head(trace, lambda: pick_query(trace))
+    layer, head, column = layer_and_head(trace, third=True)
+    with column:
+        query = pick_query(trace)
     lt = trace.layers[layer]
     steps = frames.query_frame(trace, layer, head, query)
     st.markdown(t("ex.query_formula", scale=lt.scale))

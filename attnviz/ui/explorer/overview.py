@@ -39,7 +39,9 @@ def overview(trace: Trace) -> None:
         **url.bound("mosaic_shared"),
     )  # fmt: skip
     field = pick_field(trace)
-    layer, head, focus = layer_and_head(trace, lambda: pick_focus(trace))
+    layer, head, column = layer_and_head(trace, third=True)
+    with column:
+        focus = pick_focus(trace)
     n = panels.size(trace)
     # The colour scale of the mosaic and of the chosen head below it, picked here and not below
     # the mosaic: a picker drawn after the image left its choice unset on the first run, so the
@@ -50,12 +52,13 @@ def overview(trace: Trace) -> None:
     # Projector mode's page is narrower: a mosaic sized for a 1920 screen left an empty band.
     width = panels.MOSAIC_WIDTH_PROJECTOR if projector.on() else panels.MOSAIC_WIDTH
     sel = selection(shared=shared, focus=focus, scale=mode, field=field)  # no head: the same image
+
+    def mosaic() -> spec.Spec:
+        with spec.making_specs():
+            return panels.overview_figure(trace, sel, width=width)
+
     with passing(trace, maps=True):
-        fig = per_trace(
-            trace,
-            ("mosaic", sel, width),
-            lambda: spec.as_specs(lambda: panels.overview_figure(trace, sel, width=width)),
-        )
+        fig = per_trace(trace, ("mosaic", sel, width), mosaic)
     chart(
         fig,
         key="mosaic",

@@ -4,8 +4,7 @@ layer and head from outside their sliders (a click on the mosaic, "open in Head 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from typing import TypeVar
+from typing import Any
 
 import streamlit as st
 
@@ -22,7 +21,6 @@ from attnviz.views.panels import default_scale, needs_window
 from attnviz.views.selection import FIELDS, UNITS, Selection
 
 VIEWS = url.VIEWS
-T = TypeVar("T")
 
 
 def pick_view(default: str, views: tuple[str, ...] = VIEWS) -> str:
@@ -67,17 +65,15 @@ def pick_head(trace: Trace) -> int:
     return head
 
 
-def layer_and_head(trace: Trace, extra: Callable[[], T] | None = None) -> tuple[int, int, T | None]:
-    """The layer and head pickers in one row, and `extra()` (a third control) beside them."""
-    cols = st.columns(3 if extra else 2)
+def layer_and_head(trace: Trace, third: bool = False) -> tuple[int, int, Any]:
+    """The layer and head pickers in one row, and with `third` a column beside them for a third
+    control (the caller draws it there: `with column: ...`), else None."""
+    cols = st.columns(3 if third else 2)
     with cols[0]:
         layer = pick_layer(trace)
     with cols[1]:
         head = pick_head(trace)
-    if extra is None:
-        return layer, head, None
-    with cols[2]:
-        return layer, head, extra()
+    return layer, head, cols[2] if third else None
 
 
 def _follow(layer: int, head: int) -> None:
