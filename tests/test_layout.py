@@ -179,7 +179,15 @@ def test_the_ui_asks_views_for_a_size_and_never_decides_one() -> None:
     for path in sorted((PACKAGE / "ui").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
-            if name in ("lean", "LONG", "is_long", "NUMBERS_SIDE", "HEAD_IMAGE_SIDE"):
+            if name in (
+                "lean",
+                "LONG",
+                "is_long",
+                "NUMBERS_SIDE",
+                "HEAD_IMAGE_SIDE",
+                "MAX_WINDOW",
+                "LINES_HOVER_MOST",
+            ):
                 found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {name}")
             if isinstance(node, ast.Constant) and node.value == "lean":
                 found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} '{node.value}'")

@@ -12,10 +12,10 @@ import streamlit as st
 
 from attnviz.engine.trace import Trace
 from attnviz.ui.language import t
+from attnviz.views import panels
 from attnviz.views.widget import module_source, payload
 
 NAME = "attnviz.lines"
-MAX_TOKENS = 160  # past this the Plotly view's windows are the readable way in
 
 
 @cache
@@ -25,7 +25,7 @@ def _component():
 
 def hover_lines(trace: Trace, layer: int, heads: list[int], threshold: float) -> None:
     """One layer's lines for `heads`, hover-isolate in the browser; nothing for long inputs."""
-    if max(len(trace.tokens), len(trace.key_tokens)) > MAX_TOKENS or not heads:
+    if not panels.lines_hover_fits(trace) or not heads:
         return
     labels = {
         "query": t("w.query"),

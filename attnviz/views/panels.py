@@ -32,6 +32,7 @@ from attnviz.views.maps import (
 from attnviz.views.selection import Selection, Tr
 
 LONG = 64  # past this many tokens the views switch to their long-input layout
+LINES_HOVER_MOST = 160  # tokens the lines view's hover component draws at most
 
 
 def is_long(n: int) -> bool:
@@ -43,6 +44,26 @@ def is_long(n: int) -> bool:
 def needs_window(n: int) -> bool:
     """Whether views of an n-token input show a window of positions (and the page a picker)."""
     return is_long(n)
+
+
+MAX_WINDOW = 512  # positions a side of a window of numbers (about 1 MB of float32 on the wire)
+
+
+def default_window(n: int) -> tuple[int, int]:
+    """The window a long input's views open on: its first MAX_WINDOW positions (both ends in)."""
+    return 0, min(n - 1, MAX_WINDOW - 1)
+
+
+def window_shown(lo: int, hi: int) -> tuple[int, int]:
+    """Positions lo..end-1 the views show of a picked window lo..hi (both ends in): at most
+    MAX_WINDOW of them, numbers for at most 512 x 512 cells a change."""
+    return lo, min(hi + 1, lo + MAX_WINDOW)
+
+
+def lines_hover_fits(trace: Trace) -> bool:
+    """Whether the lines view's hover component (every line in the browser) draws this trace;
+    past LINES_HOVER_MOST tokens the Plotly view's windows are the readable way in."""
+    return size(trace) <= LINES_HOVER_MOST
 
 
 def detail_stacked(window: tuple[int, int]) -> bool:

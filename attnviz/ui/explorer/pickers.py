@@ -15,7 +15,7 @@ from attnviz.serve import bandpool
 from attnviz.ui import url
 from attnviz.ui.language import lang, t
 from attnviz.ui.widgets import numbered
-from attnviz.views import registry
+from attnviz.views import panels, registry
 from attnviz.views.colour import SCALES
 from attnviz.views.panels import default_scale, needs_window
 from attnviz.views.selection import FIELDS, UNITS, Selection
@@ -144,21 +144,18 @@ def pick_scale(n: int, key: str = "wscale", short: str = "fixed") -> str:
     return mode or default
 
 
-MAX_WINDOW = 512  # positions a side of a window of numbers (about 1 MB of float32 on the wire)
-
-
 def pick_window(n: int, key: str = "window") -> tuple[int, int]:
     """Positions lo..hi-1 to show (end exclusive); all of them where the views need no window."""
     if not needs_window(n):
         return 0, n
     value = st.session_state.get(key)
     if not (isinstance(value, (tuple, list)) and len(value) == 2 and 0 <= value[0] < value[1] < n):
-        st.session_state[key] = (0, min(n - 1, MAX_WINDOW - 1))
+        st.session_state[key] = panels.default_window(n)
     lo, hi = st.slider(t("lv.window"), 0, n - 1, key=key, help=t("lv.window_help"))
-    if hi + 1 - lo > MAX_WINDOW:  # a long input: numbers for at most 512 x 512 cells a change
-        st.caption(t("long.window_cut", most=MAX_WINDOW, lo=lo, hi=lo + MAX_WINDOW - 1))
-        return lo, lo + MAX_WINDOW
-    return lo, hi + 1
+    lo, end = panels.window_shown(lo, hi)
+    if end != hi + 1:  # cut to the views' most
+        st.caption(t("long.window_cut", most=end - lo, lo=lo, hi=end - 1))
+    return lo, end
 
 
 def pick_focus(trace: Trace, key: str = "focus") -> int | None:
