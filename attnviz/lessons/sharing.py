@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from attnviz.engine import validate
+from attnviz.engine.attention import kv_head
 from attnviz.engine.config import StackConfig, checked
 from attnviz.engine.stack import LayerWeights, build_weights, inputs, run_stack
 from attnviz.engine.tokenize import tokenize
@@ -22,10 +23,7 @@ def kv_head_of(n_heads: int, n_kv_heads: int) -> list[int]:
     """For each query head, the key/value head it reads."""
     n_heads = validate.whole("n_heads", n_heads, 1, 4096)
     n_kv_heads = validate.whole("n_kv_heads", n_kv_heads, 1, n_heads)
-    if n_heads % n_kv_heads:
-        raise ValueError(f"n_kv_heads={n_kv_heads} does not divide n_heads={n_heads}")
-    group = n_heads // n_kv_heads
-    return [h // group for h in range(n_heads)]
+    return [kv_head(h, n_heads, n_kv_heads) for h in range(n_heads)]  # divisibility checked there
 
 
 def expand_to_mha(w: LayerWeights, config: StackConfig) -> LayerWeights:
