@@ -9,7 +9,7 @@ import pytest
 
 from attnviz.engine.generate import TRAINED_DECODER, Sampling, WhatIf, generate
 from attnviz.engine.hooked import load_model
-from attnviz.views.tokens import piece, visible
+from attnviz.views.tokens import piece, shown
 from tests.apphelpers import app, page_text
 
 PAGE = "app_pages/generate.py"
@@ -31,8 +31,8 @@ def test_a_link_reopens_the_same_run_at_its_step() -> None:
         WhatIf(temperature=2.0, ablate=frozenset({(0, 1), (2, 3)})),
     )  # fmt: skip
     metrics = [m.value for m in at.metric]  # whitespace drawn (␣, ⏎): a space is no blank
-    assert metrics[0] == visible(run.texts[run.steps[2].position])
-    assert metrics[1] == visible(run.texts[run.steps[2].position + 1])
+    assert metrics[0] == shown(run.texts[run.steps[2].position])
+    assert metrics[1] == shown(run.texts[run.steps[2].position + 1])
     assert len(at.get("plotly_chart")) == 3
 
 
@@ -89,15 +89,15 @@ def test_every_generated_token_is_shown_whitespace_drawn(knobs) -> None:
     )  # fmt: skip
     made = run.texts[run.n_prompt :]
     assert len(made) == 16 and any(not t.strip() for t in made)  # whitespace among them
-    shown = _generated(at)
+    drawn = _generated(at)
     pairs = zip(run.tokens[run.n_prompt :], made, strict=True)
-    assert shown == "".join(visible(piece(tok, text)) for tok, text in pairs)
-    assert len(shown) == 16 and not any(c.isspace() for c in shown), shown
+    assert drawn == "".join(shown(piece(tok, text)) for tok, text in pairs)
+    assert len(drawn) == 16 and not any(c.isspace() for c in drawn), drawn
     assert "16 tokens" in next(m.value for m in at.markdown if "**Generated (" in m.value)
 
 
 def test_whitespace_is_drawn_and_sentencepiece_keeps_its_word_space() -> None:
-    assert visible(" a\nb\tc\u3000") == "␣a⏎b⇥c␣"
-    assert visible("床前") == "床前"
+    assert shown(" a\nb\tc\u3000") == "␣a⏎b⇥c␣"
+    assert shown("床前") == "床前"
     assert piece("▁the", "the") == " the" and piece("Ġthe", " the") == " the"
     assert piece("the", "the") == "the"

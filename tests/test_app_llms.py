@@ -102,7 +102,7 @@ def test_a_registry_llm_loads_through_the_picker_of_both_pages(home, monkeypatch
     at = _page(PRETRAINED, {"pick": "tiny-test", "device": "cpu", "text": "the cat"})
     specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     titles = [s["layout"].get("title", {}).get("text", "") for s in specs]
-    assert "Next token after “ cat”" in titles  # as text, like the candidates: not "Ġcat"
+    assert "Next token after “␣cat”" in titles  # drawn as the candidates are: not "Ġcat"
     at = app(GENERATE, {"g_pick": "tiny-test", "g_n": "3"})
     assert not at.exception and not at.error
     assert "**Generated (3 tokens)" in " ".join(m.value for m in at.markdown)

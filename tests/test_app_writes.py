@@ -9,6 +9,7 @@ import pytest
 
 import attnviz
 from attnviz.measures.lens import head_logits, logit_lens
+from attnviz.views.tokens import shown
 from tests.apphelpers import app, heatmap_specs, specs, z_of
 
 PAGE = "app_pages/pretrained.py"
@@ -45,7 +46,7 @@ def test_head_logits_draw_every_heads_push_and_a_link_picks_the_token(char) -> N
     z = z_of(grid)
     for row in heads.itertuples():
         assert z[row.layer, row.head] == pytest.approx(row.logit, abs=1e-5)
-    assert repr(want["target"].iloc[0]) in grid["layout"]["title"]["text"]
+    assert shown(want["target"].iloc[0]) in grid["layout"]["title"]["text"]
     assert at.selectbox(key="dla_token").value == ""  # the top next token
     assert "csv_head_logits" in [b.key for b in at.get("download_button")]
     # a link names another token: its logit, and the URL keeps it

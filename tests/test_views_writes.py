@@ -178,7 +178,7 @@ def test_head_logits_and_lens_views_draw_the_engines_tables() -> None:
     # hover names what each head promotes; a click's customdata is (layer, head)
     cells = grid.to_dict()["data"][1]["customdata"]
     first = heads.iloc[0]
-    assert repr(first.promote_1) in cells[0][3] or first.promote_1 == ""
+    assert writes.cell(first.promote_1) in cells[0][3] or first.promote_1 == ""
     assert writes.picked({"selection": {"points": [{"customdata": [3, 7, "x"]}]}}) == (3, 7)
     lens = logit_lens(model, trace, k=writes.LENS_K)
     heat, line = writes.lens_figures(trace, Selection(lang="zh"), model)

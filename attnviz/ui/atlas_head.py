@@ -17,9 +17,10 @@ from attnviz.ui import markup, url
 from attnviz.ui.atlas import Atlas, clickable, role_label, score_label
 from attnviz.ui.language import t
 from attnviz.ui.models import model_trace, request
-from attnviz.ui.widgets import chart, table
+from attnviz.ui.widgets import chart, table, trace_legend
 from attnviz.views import atlas as figures
 from attnviz.views.spec import escape
+from attnviz.views.tokens import shown
 
 
 def _example_score(row: pd.Series) -> str:
@@ -67,6 +68,7 @@ def head_card(model, atlas: Atlas, row: pd.Series, part: str) -> None:
                 w=weights[k],
             )
             chart(figures.example_bars(weights, trace.key_tokens, i, k, title), key="at_example")
+            trace_legend(trace)
         else:
             st.markdown(t(
                 "at.saved_example", score=score_label(shown), text=int(example.text),
@@ -198,7 +200,9 @@ def qk_map(model, texts: list[str], part: str, layer: int, head: int) -> None:
             "at.qk_picked",
             who=who,
             pos=pos,
-            token=markup.escape(trace.tokens[mark[0]] if not is_key else trace.key_tokens[pos]),
+            token=markup.escape(
+                shown(trace.tokens[mark[0]] if not is_key else trace.key_tokens[pos])
+            ),
             text=ti,
         )
     )

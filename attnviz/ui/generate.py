@@ -22,7 +22,7 @@ from attnviz.ui.models import get_model, not_installed, pick_model, public_facts
 from attnviz.ui.widgets import EXACT, chart, follow_default, url_select
 from attnviz.views import training
 from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
-from attnviz.views.tokens import piece, visible
+from attnviz.views.tokens import piece, shown
 
 
 def decoder():
@@ -122,7 +122,7 @@ def show(g: Generation) -> None:
     """The generated text, the step slider, that step's rows in every layer and head, the KV
     cache, and the sink on the first token."""
     # Every token drawn, whitespace as ␣ and ⏎: a run of spaces or line breaks is otherwise blank.
-    pieces = [visible(piece(tok, text)) for tok, text in zip(g.tokens, _texts(g), strict=True)]
+    pieces = [shown(piece(tok, text)) for tok, text in zip(g.tokens, _texts(g), strict=True)]
     prompt_text = markup.escape("".join(pieces[: g.n_prompt]))
     new_text = markup.escape("".join(pieces[g.n_prompt :]))
     st.markdown(t("gen.text", prompt=prompt_text, new=new_text, n=len(g.generated)))
@@ -139,7 +139,7 @@ def show(g: Generation) -> None:
     url.sync("g_step", url.default("g_step"))
     s = g.steps[step]
     n_k = s.position + 1
-    labels = [f"{i}: {tok}" for i, tok in enumerate(pieces[:n_k])]
+    labels = [f"{i}:{tok}" for i, tok in enumerate(pieces[:n_k])]  # drawn: no ␣ after ":"
     c1, c2, c3, c4 = st.columns(4)
     c1.metric(t("gen.query"), pieces[s.position], help=t("gen.query_help"))
     c2.metric(t("gen.chosen", p=f"{s.p_next:.3g}"), pieces[s.position + 1])

@@ -10,9 +10,10 @@ from attnviz.engine.trace import Trace
 from attnviz.measures.next_token import top_k
 from attnviz.ui import markup, url
 from attnviz.ui.language import said, t
-from attnviz.ui.widgets import chart
+from attnviz.ui.widgets import chart, token_legend
 from attnviz.views import charts, spec
 from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map
+from attnviz.views.tokens import shown
 
 PARTS = url.key("part").options
 PREFIX = {"encoder": "E", "decoder": "D", "cross": "X"}  # heads of an encoder-decoder: E0H3
@@ -73,7 +74,7 @@ def next_tokens(model, trace: Trace, base: Trace | None, k: int = 10) -> None:
         return
     base_dec = None if base is None else (base.part("decoder") if base.parts else base)
     rows = top_k(dec, lambda i: piece_text(model.tokenizer, i), k=k, base=base_dec)
-    last = dec.tokens[-1]  # as text, like the candidates ("Ġtired" reads " tired")
+    last = dec.tokens[-1]  # drawn as the candidates are ("Ġtired" and " tired" read ␣tired)
     if dec.token_ids:
         last = piece_text(model.tokenizer, dec.token_ids[-1])
     fig = charts.next_tokens(
@@ -85,6 +86,7 @@ def next_tokens(model, trace: Trace, base: Trace | None, k: int = 10) -> None:
     left, right = st.columns([3, 2], vertical_alignment="center")
     with left:
         chart(fig, key="next_tokens")
+        token_legend([last, *(r.token for r in rows)])
     with right:
         _next_caption(rows, base_dec is not None)
 
@@ -95,9 +97,9 @@ def _next_caption(rows, compared: bool) -> None:
         st.caption(
             t(
                 "pm.next_diff",
-                now=markup.escape(repr(top.token)),
+                now=markup.escape(shown(top.token)),
                 p=top.p,
-                was=markup.escape(repr(top_base.token)),
+                was=markup.escape(shown(top_base.token)),
                 p_was=top_base.p_base,
                 p_now=top_base.p,
             )

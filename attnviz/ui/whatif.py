@@ -15,6 +15,7 @@ from attnviz.ui.language import t
 from attnviz.ui.widgets import chart
 from attnviz.views import charts
 from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map, mark_cells
+from attnviz.views.tokens import shown
 
 
 def results(change: WhatIf, trace: Trace, base: Trace, head: tuple[int, int]) -> None:
@@ -24,7 +25,7 @@ def results(change: WhatIf, trace: Trace, base: Trace, head: tuple[int, int]) ->
         c1.metric(t("pretrained.cosine"), f"{change.cosine:.4f}")
         tok = change.most_changed_token
         c2.metric(
-            t("wi.token_metric", token=markup.escape(trace.tokens[tok])),
+            t("wi.token_metric", token=markup.escape(shown(trace.tokens[tok]))),
             f"{float(change.token_change[tok]):.1%}",
         )
         first = change.first_moved_layer

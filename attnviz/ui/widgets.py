@@ -10,9 +10,10 @@ import streamlit as st
 
 from attnviz.engine.config import divisors
 from attnviz.engine.trace import Trace
-from attnviz.ui import projector, url
+from attnviz.ui import markup, projector, url
 from attnviz.ui.language import t
 from attnviz.views.spec import PLOTLY_CONFIG, Spec, for_browser
+from attnviz.views.tokens import legend, shown
 
 _GIVEN = "_default_given_"
 # A multiselect picks exactly what the user chose: no "Select N matches" entry (typing L3H1 and
@@ -157,11 +158,12 @@ def url_select(widget, label: str, options: list, key: str, default, **kwargs):
 
 
 def numbered(tokens, none: str | None = None) -> Callable[[int | None], str]:
-    """A picker's format_func, "3: cat" for position 3. Over the tokens only, never a trace or a
-    page's namespace: Streamlit keeps a widget's format_func with the session (and a closed
-    session for two minutes), and a lambda written in a page script would keep that page's
-    globals, its traces included (~90 MiB a session at 512 tokens; bench/load.py)."""
-    tokens = list(tokens)
+    """A picker's format_func, "3: ␣cat" for position 3 (the token as every view draws it).
+    Over the tokens only, never a trace or a page's namespace: Streamlit keeps a widget's
+    format_func with the session (and a closed session for two minutes), and a lambda written
+    in a page script would keep that page's globals, its traces included (~90 MiB a session at
+    512 tokens; bench/load.py)."""
+    tokens = [shown(tok) for tok in tokens]
 
     def label(i: int | None) -> str:
         return none if i is None else f"{i}: {tokens[i]}"
@@ -174,10 +176,23 @@ def distinct_labels(tokens: list[str]) -> list[str]:
     options apart by their label, so two "the" options would be one."""
     seen: set[str] = set()
     out = []
-    for i, tok in enumerate(tokens):
+    for i, tok in enumerate(map(shown, tokens)):
         out.append(f"{tok}·{i}" if tok in seen else tok)
         seen.add(tok)
     return out
+
+
+def token_legend(tokens) -> None:
+    """The one-line legend under a chart or table of the marks its tokens show (␣ a space, ⏎ a
+    line break, ◌ part of a character); nothing when they show none."""
+    line = legend(tokens, t)
+    if line:
+        st.caption(markup.escape(line))
+
+
+def trace_legend(trace: Trace) -> None:
+    """`token_legend` of a trace's tokens (queries and keys)."""
+    token_legend([*trace.tokens, *(trace.key_tokens or [])])
 
 
 def table(

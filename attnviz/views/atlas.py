@@ -4,6 +4,7 @@ hover), one head's example row as bars over its keys, and the table's columns. P
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -96,7 +97,7 @@ def _primary_roles(
         hover = [
             "<br>".join(
                 [f"<b>L{r.layer} H{r.head}: "
-                 + " · ".join(escape([words.role(x) for x in passed[(r.layer, r.head)]]))
+                 + " · ".join(html.escape(words.role(x)) for x in passed[(r.layer, r.head)])
                  + "</b>"]
                 + [f"{words.score(s)}: {getattr(r, s):.3f}" for s in HOVER_SCORES]
             )

@@ -12,6 +12,7 @@ import torch
 from attnviz.engine.attention import masked_softmax
 from attnviz.engine.trace import Trace
 from attnviz.measures.stats import head_stats
+from attnviz.views.tokens import shown
 
 
 def to_numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -61,7 +62,8 @@ def kept_bytes(trace: Trace) -> tuple[int, int] | None:
 
 
 def numbered(tokens: list[str]) -> list[str]:
-    return [f"{i}:{t}" for i, t in enumerate(tokens)]
+    """CSV headers and row names: "3:␣cat", each token as every view draws it."""
+    return [f"{i}:{shown(t)}" for i, t in enumerate(tokens)]
 
 
 def head_stats_frame(trace: Trace, field: str = "weights") -> pd.DataFrame:

@@ -30,6 +30,7 @@ from attnviz.views.maps import (
     values_fit,
 )
 from attnviz.views.selection import Selection, Tr
+from attnviz.views.tokens import shown
 
 LONG = 64  # past this many tokens the views switch to their long-input layout
 LINES_HOVER_MOST = 160  # tokens the lines view's hover component draws at most
@@ -335,7 +336,7 @@ def rollout_figures(trace: Trace, sel: Selection, residual: bool = True) -> list
     bars = charts.bars(
         matrix[query],
         trace.key_tokens,
-        title=tr("lv.rollout_bars", token=trace.tokens[query], l=layer),
+        title=tr("lv.rollout_bars", token=shown(trace.tokens[query]), l=layer),
         value_name=tr("lv.rollout_value"),
         highlight=query,
         auto_ticks=True,
@@ -359,7 +360,7 @@ def query_figures(trace: Trace, sel: Selection) -> list[go.Figure]:
         charts.bars(
             lt.block("weights", head, [query])[0],  # [k]
             trace.key_tokens,
-            title=tr("ex.query_bars", token=trace.tokens[query]),
+            title=tr("ex.query_bars", token=shown(trace.tokens[query])),
             highlight=query if not trace.is_cross else None,
             value_name=tr("w.weights"),
         ),
@@ -403,7 +404,7 @@ def link_figure(trace: Trace, sel: Selection) -> go.Figure:
                digits=".2f" if top >= 0.05 else ".2g"),
         Marks.of_mask(allowed, numbers=True),
         Frame(tr("ex.link_title" + ("_moved" if sel.field == "moved" else ""),
-                 q=trace.tokens[query], k=trace.key_tokens[key]),
+                 q=shown(trace.tokens[query]), k=shown(trace.key_tokens[key])),
               90 + 34 * grid.shape[0]),
     )  # fmt: skip
     fig.update_xaxes(tickangle=0)

@@ -19,7 +19,7 @@ import plotly.io
 from _plotly_utils.utils import convert_to_base64
 from plotly.basedatatypes import BaseFigure
 
-from attnviz.views.tokens import visible
+from attnviz.views.tokens import shown
 
 # Every chart's modebar exports a PNG at twice the on-screen size.
 PLOTLY_CONFIG = {
@@ -31,11 +31,9 @@ FONT = dict(family="Inter, 'Noto Sans CJK SC', 'Source Han Sans SC', sans-serif"
 
 
 def escape(tokens: Sequence[str]) -> list[str]:
-    """Plotly renders some HTML in tick and hover text: show tokens as typed, never as markup. A
-    token that is only whitespace (a space, a line break) is drawn (␣, ⏎): never a blank label."""
-    return [
-        html.escape(visible(t) if t and not t.strip() else t, quote=False) for t in map(str, tokens)
-    ]
+    """Tokens as tick and hover text: each as the one rule draws it (attnviz.views.tokens.shown:
+    ␣ a space, ⏎ a line break, never Ġ or ▁), and escaped, since Plotly renders some HTML."""
+    return [html.escape(shown(t), quote=False) for t in map(str, tokens)]
 
 
 class Spec(BaseFigure):

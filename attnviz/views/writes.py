@@ -18,6 +18,7 @@ from attnviz.views.colour import BLUE, GREY, HIGHLIGHT
 from attnviz.views.maps import Axis, Colour, Frame, Marks, draw_map, mark_cells
 from attnviz.views.selection import Selection
 from attnviz.views.spec import apply_layout
+from attnviz.views.tokens import shown
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,9 +27,26 @@ K = 3  # tokens each row promotes and suppresses, shown on hover and in the tabl
 LENS_K = 5  # tokens the logit lens lists a layer
 
 
-def shown(token: str) -> str:
-    """A token as the views print it: quoted, so a leading space shows (' tired'), escaped."""
-    return html.escape(repr(token), quote=False)
+def cell(token: str) -> str:
+    """A token in hover or cell text: as the one rule draws it (' tired' reads ␣tired), escaped."""
+    return html.escape(shown(token), quote=False)
+
+
+TOKEN_COLUMNS = ("target", "final_token", "promote_", "suppress_", "top_")
+
+
+def token_columns(table: pd.DataFrame) -> list[str]:
+    """The columns of a head-logits or logit-lens table that hold tokens."""
+    return [c for c in table.columns if str(c).startswith(TOKEN_COLUMNS)]
+
+
+def shown_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The table as a page or a CSV shows it: every token drawn by the one rule (␣tired, ⏎⏎),
+    numbers unchanged."""
+    out = table.copy()
+    columns = token_columns(out)
+    out[columns] = out[columns].map(lambda t: shown(t) if isinstance(t, str) else t)
+    return out
 
 
 def head_logits_table(model, trace: Trace, sel: Selection) -> pd.DataFrame:
@@ -63,8 +81,8 @@ def head_grid(table: pd.DataFrame, part: str | None = None) -> tuple[torch.Tenso
     for row in heads.itertuples(index=False):
         la, h = int(row.layer), int(row.head)
         grid[la, h] = float(row.logit)
-        up = " ".join(shown(getattr(row, f"promote_{i + 1}")) for i in range(K))
-        down = " ".join(shown(getattr(row, f"suppress_{i + 1}")) for i in range(K))
+        up = " ".join(cell(getattr(row, f"promote_{i + 1}")) for i in range(K))
+        down = " ".join(cell(getattr(row, f"suppress_{i + 1}")) for i in range(K))
         text[la, h] = f"+ {up}<br>− {down}"
     return grid, text
 
@@ -83,9 +101,9 @@ def logits_grid_figure(
     grid, text = head_grid(table, part)
     n_layers, n_heads = grid.shape
     target = table["target"].iloc[0]
-    title = tr("wr.dla_title", token=repr(target), logit=table.attrs.get("model_logit", 0.0))
+    title = tr("wr.dla_title", token=shown(target), logit=table.attrs.get("model_logit", 0.0))
     if part == "cross":
-        title = tr("wr.dla_title_cross", token=repr(target))
+        title = tr("wr.dla_title_cross", token=shown(target))
     fig = draw_map(
         grid,
         Axis([f"H{h}" for h in range(n_heads)], tr("ex.head")),
@@ -212,13 +230,13 @@ def lens_from_table(table: pd.DataFrame, sel: Selection) -> list[go.Figure]:
         Marks(numbers=True),
         # two lines a cell (token, p): 46 px a row, fewer for a deep model (at most ~1,600 px)
         Frame(
-            tr("wr.lens_title", token=repr(final)),
+            tr("wr.lens_title", token=shown(final)),
             100 + max(30, min(46, 1500 // len(layers))) * len(layers),
         ),
     )
     tokens = table[[f"top_{j + 1}" for j in range(k)]].to_numpy()
     text = [
-        [f"{shown(tok)}<br>{float(p):.2f}" for tok, p in zip(row, prow, strict=True)]
+        [f"{cell(tok)}<br>{float(p):.2f}" for tok, p in zip(row, prow, strict=True)]
         for row, prow in zip(tokens, probs.tolist(), strict=True)
     ]
     fig.update_traces(
@@ -238,7 +256,7 @@ def lens_from_table(table: pd.DataFrame, sel: Selection) -> list[go.Figure]:
     line.update_yaxes(title="p", range=[0, 1.02], gridcolor="#eee")
     line.update_xaxes(tickmode="array", tickvals=at, ticktext=layers, gridcolor="#eee",
                       linecolor=GREY)  # fmt: skip
-    return [fig, apply_layout(line, tr("wr.lens_final", token=repr(final)), 300)]
+    return [fig, apply_layout(line, tr("wr.lens_final", token=shown(final)), 300)]
 
 
 def lens_figures(trace: Trace, sel: Selection, model) -> list[go.Figure]:

@@ -9,6 +9,9 @@ starts inside a character begins with CONTINUATION ('◌'), and a piece holding 
 reads '◌' + that character: 我 split in three reads 我, ◌我, ◌我. Pieces whose bytes are all ASCII
 keep the tokenizer's own form ('Ġthe', 'Ċ', '▁the', '##ing'), so English labels do not change.
 Bytes that form no character (a sequence cut at the end of the input) read '<0xNN>'.
+
+`shown` is the one rule that turns a label or a token's text into what every chart, table,
+caption, CSV header and notebook prints.
 """
 
 from __future__ import annotations
@@ -20,6 +23,26 @@ from typing import Any
 
 CONTINUATION = "◌"  # U+25CC, the dotted circle: "a part of a character"
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+# What a tokenizer's own marks stand for: byte-level BPE's space, line break and tab (GPT-2's
+# stand-ins for 0x20, 0x0A, 0x09) and SentencePiece's word-start space.
+TOKENIZER_MARKS = {"Ġ": " ", "Ċ": "\n", "ĉ": "\t", "▁": " "}
+# How each whitespace character is drawn; any other whitespace is drawn as a space.
+DRAWN = {" ": "␣", "\n": "⏎", "\r": "␍", "\t": "⇥", "\u3000": "␣", "\xa0": "␣"}
+MARKS = ("␣", "⏎", "⇥", CONTINUATION, "<0x")  # what the legend under a chart explains
+
+
+def shown(token: str) -> str:
+    """A token as every view shows it, the same for its label ('Ġtired', '▁tired') and its text
+    (' tired'): each space is one ␣ (never Ġ or ▁), a line break ⏎ (never Ċ or '\\n'), a tab ⇥;
+    an ASCII byte piece ('<0x0A>') as its character so drawn; a piece of a multi-byte character
+    keeps its label ('◌爱', '<0xE4>': CONTINUATION and the byte mark a part of a character).
+    Idempotent: shown(shown(t)) == shown(t). (A Maltese 'Ġ' inside a decoded label reads ␣ too:
+    a label no longer says whether it was a mark.)"""
+    byte = _BYTE_TOKEN.fullmatch(token)
+    if byte is not None and int(byte.group(1), 16) < 0x80:
+        token = chr(int(byte.group(1), 16))
+    text = (TOKENIZER_MARKS.get(c, c) for c in token)
+    return "".join(DRAWN.get(c, "␣" if c.isspace() else c) for c in text)
 
 
 @cache

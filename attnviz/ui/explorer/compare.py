@@ -20,7 +20,7 @@ from attnviz.ui import url
 from attnviz.ui.caching import cached_trace
 from attnviz.ui.explorer.pickers import layer_and_head, open_head, passing, pick_field, selection
 from attnviz.ui.language import input_problem, localized, t
-from attnviz.ui.widgets import chart, table
+from attnviz.ui.widgets import chart, table, token_legend
 from attnviz.views import compare, writes
 
 SHOWN = ("rank", "layer", "head", "change", "change_rel", "d_entropy_rel", "d_max_weight",
@@ -99,6 +99,9 @@ def compare_view(trace: Trace) -> None:
     for col, fig, name in zip(cells, figs, ("a", "b", "diff"), strict=False):
         with col:
             chart(fig, key=f"cmp_map_{name}", name=f"compare_{name}_L{layer}_H{head}")
+    token_legend(
+        [*trace.tokens, *other.tokens, *(trace.key_tokens or []), *(other.key_tokens or [])]
+    )
     shown = [c for c in SHOWN if c in found and (compare.aligned(found) or "change" not in c)]
     table(localized(found[shown]), hide_index=True, key="cmp_table", height=300)
     st.download_button(

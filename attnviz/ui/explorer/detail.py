@@ -17,8 +17,9 @@ from attnviz.ui.explorer.pickers import (
     selection,
 )
 from attnviz.ui.language import t
-from attnviz.ui.widgets import chart
+from attnviz.ui.widgets import chart, trace_legend
 from attnviz.views import frames, panels, spec
+from attnviz.views.tokens import shown
 
 HEAD_MAPS_KEPT = 6  # one head's three maps kept ready per trace (short inputs only)
 
@@ -66,6 +67,7 @@ def head_maps(
     stacked = panels.detail_stacked((lo, hi))
     if trace.unit != "pieces":  # words: their weights or moved only (no scores)
         chart(build()[0], key="detail_weights", name=f"{field}_L{layer}_H{head}")
+        trace_legend(trace)
         _csv(trace, layer, head, (lo, hi), field)
         return
     if not stacked:
@@ -91,6 +93,7 @@ def head_maps(
         with col:
             shown = field if name == "weights" else name
             chart(fig, key=f"detail_{name}", name=f"{shown}_L{layer}_H{head}")
+    trace_legend(trace)
     _csv(trace, layer, head, (lo, hi), field)
 
 
@@ -126,6 +129,6 @@ def detail(trace: Trace) -> None:
     mark = _mark(trace)
     if mark is not None:
         q_tok, k_tok = trace.tokens[mark[0]], trace.key_tokens[mark[1]]
-        st.caption(t("ex.marked", q=markup.escape(q_tok), k=markup.escape(k_tok)))
+        st.caption(t("ex.marked", q=markup.escape(shown(q_tok)), k=markup.escape(shown(k_tok))))
         url.write("mark", f"{mark[0]},{mark[1]}")
     head_maps(trace, layer, head, shared, mark, field=field)

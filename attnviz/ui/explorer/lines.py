@@ -9,7 +9,7 @@ from attnviz.ui import url
 from attnviz.ui.caching import trace_fragment
 from attnviz.ui.explorer.pickers import pick_field, pick_layer, pick_window
 from attnviz.ui.language import t
-from attnviz.ui.widgets import EXACT, chart
+from attnviz.ui.widgets import EXACT, chart, trace_legend
 from attnviz.views import panels
 from attnviz.views.lines import LinesLook, LinesPick, is_cjk, layer_lines
 
@@ -125,6 +125,8 @@ def lines_view(trace: Trace, head_default: int = 0) -> None:
     )  # fmt: skip
     fig = layer_lines(trace, layer, pick, look, field)
     chart(fig, key="lines_chart", on_select=_clicked, selection_mode="points")
+    trace_legend(trace)
+    trace_legend(trace)
     st.caption(t("lv.lines_help", lines=fig.layout.meta["lines"], w=threshold))
     if field == "moved":  # the browser's lines below redraw the weights: not for moved
         st.caption(t("lv.moved_help"))

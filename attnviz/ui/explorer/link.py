@@ -14,6 +14,7 @@ from attnviz.ui.explorer.pickers import open_head, pick_field, pick_query, selec
 from attnviz.ui.language import localized, t
 from attnviz.ui.widgets import chart, table
 from attnviz.views import panels
+from attnviz.views.tokens import shown
 
 
 def link(trace: Trace) -> None:
@@ -47,8 +48,8 @@ def link(trace: Trace) -> None:
     # uniform over the keys the row may see (a causal row at position i: i + 1 of them)
     seen = [int(lt.allowed([query])[0]) for lt in trace.layers]  # per layer
     if not all(lt.block("mask", 0, [query], [key])[0, 0] for lt in trace.layers):
-        st.warning(t("ex.link_masked", q=markup.escape(trace.tokens[query]),
-                     k=markup.escape(keys[key])))  # fmt: skip
+        st.warning(t("ex.link_masked", q=markup.escape(shown(trace.tokens[query])),
+                     k=markup.escape(shown(keys[key]))))  # fmt: skip
     help_key = "ex.link_help" if field == "weights" else "ex.link_help_moved"
     st.caption(t(help_key, u=1 / max(seen), n=max(seen)))
     table(

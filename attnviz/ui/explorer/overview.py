@@ -21,6 +21,7 @@ from attnviz.ui.explorer.pickers import (
 from attnviz.ui.language import t
 from attnviz.ui.widgets import chart
 from attnviz.views import maps, panels, spec
+from attnviz.views.tokens import shown
 
 
 def _mosaic_pick() -> None:
@@ -69,7 +70,7 @@ def overview(trace: Trace) -> None:
     st.caption(t("ex.overview_help"))
     st.caption(t("ex.overview_selected", l=layer, h=head))
     if focus is not None:
-        st.caption(t("lv.focus_caption", token=markup.escape(trace.tokens[focus])))
+        st.caption(t("lv.focus_caption", token=markup.escape(shown(trace.tokens[focus]))))
     gamma = panels.overview_gamma(trace, mode)
     if gamma != 1.0:
         st.caption(t("lv.mosaic_gamma", gamma=gamma))

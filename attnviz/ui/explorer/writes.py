@@ -23,9 +23,9 @@ from attnviz.ui import markup, url
 from attnviz.ui.caching import cached_trace
 from attnviz.ui.explorer.pickers import open_head, selection
 from attnviz.ui.language import localized, t
-from attnviz.ui.widgets import chart, table
+from attnviz.ui.widgets import chart, table, token_legend
 from attnviz.views import writes
-from attnviz.views.tokens import visible
+from attnviz.views.tokens import shown
 
 TOP = 10  # next tokens offered by the token picker
 
@@ -77,8 +77,8 @@ def pick_token(model, full: Trace) -> str:
 
     def label(tok: str) -> str:
         if not tok:
-            return t("wr.top_token", token=repr(first), p=p.get(first, 0.0))
-        return f"{tok!r}  {p[tok]:.3f}" if tok in p else repr(tok)
+            return t("wr.top_token", token=shown(first), p=p.get(first, 0.0))
+        return f"{shown(tok)}  {p[tok]:.3f}" if tok in p else shown(tok)
 
     token = st.selectbox(
         t("wr.token"), options, format_func=label, key="dla_token", accept_new_options=True,
@@ -119,17 +119,18 @@ def logits_view(trace: Trace) -> None:
         chart(fig, key=key, name=f"head_logits_{part or 'decoder'}",
               on_select=lambda k=key: _clicked(k), selection_mode="points")  # fmt: skip
     st.caption(t("wr.dla_help"))
-    heads = found[found["kind"] == "head"].copy()
+    drawn = writes.shown_table(found)  # ␣tired, ⏎⏎: as the charts draw them, never a blank cell
+    heads = drawn[drawn["kind"] == "head"]
     heads = heads.reindex(heads["logit"].abs().sort_values(ascending=False).index).head(TOP)
     tokens = [c for c in found if c[:3] in ("pro", "sup")]
-    heads[tokens] = heads[tokens].map(visible)  # a space or a line break is no blank cell
     cols = ["part", "layer", "head", "logit", *tokens]
     st.markdown(t("wr.top_heads"))
     raw = heads[cols].drop(columns=["part"] if len(parts) < 2 else [])
-    shown = localized(raw)
-    logit = shown.columns[list(raw.columns).index("logit")]  # its label in this language
+    cells = localized(raw)
+    logit = cells.columns[list(raw.columns).index("logit")]  # its label in this language
     four = {logit: st.column_config.NumberColumn(format="%.4f")}  # projector mode: 0.8254 too
-    table(shown, hide_index=True, column_config=four, key="dla_heads")
+    table(cells, hide_index=True, column_config=four, key="dla_heads")
+    token_legend(found[writes.token_columns(found)].to_numpy().ravel())
     chart(figs[-1], key="dla_rest", name="head_logits_rest")
     st.caption(t("wr.rest_help"))
     _csv(found, "head_logits.csv", "csv_head_logits")
@@ -150,11 +151,12 @@ def lens_view(trace: Trace) -> None:
     chart(grid, key="lens_grid", name="logit_lens")
     st.caption(t("wr.lens_help"))
     chart(line, key="lens_final", name="logit_lens_final")
+    token_legend(found[writes.token_columns(found)].to_numpy().ravel())
     _csv(found, "logit_lens.csv", "csv_logit_lens")
 
 
 def _csv(found: pd.DataFrame, name: str, key: str) -> None:
     st.download_button(
-        t("ex.csv_stats"), lambda: found.to_csv(index=False), file_name=name, mime="text/csv",
-        on_click="ignore", key=key,
+        t("ex.csv_stats"), lambda: writes.shown_table(found).to_csv(index=False), file_name=name,
+        mime="text/csv", on_click="ignore", key=key,
     )  # fmt: skip
