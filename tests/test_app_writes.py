@@ -51,7 +51,7 @@ def test_head_logits_draw_every_heads_push_and_a_link_picks_the_token(char) -> N
     assert "csv_head_logits" in [b.key for b in at.get("download_button")]
     # a link names another token: its logit, and the URL keeps it
     at = open_view("logits", dla_token="a")
-    assert "'a'" in titled(at, "Each head")["layout"]["title"]["text"]
+    assert "“a”" in titled(at, "Each head")["layout"]["title"]["text"]
     assert at.query_params["dla_token"] == "a"
     # a token the model cannot name in one piece: a warning, the page goes on
     at = open_view("logits", dla_token="tired")
