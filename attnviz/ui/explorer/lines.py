@@ -12,6 +12,7 @@ from attnviz.ui.language import t
 from attnviz.ui.widgets import EXACT, chart, trace_legend
 from attnviz.views import panels
 from attnviz.views.lines import LinesLook, LinesPick, is_cjk, layer_lines
+from attnviz.views.tokens import shown
 
 PAIRS = url.key("lines_pair").options
 
@@ -24,7 +25,7 @@ def _focus_options(trace: Trace) -> list[str]:
 
 def _focus_labels(trace: Trace):
     # Over the token lists, not the trace: Streamlit keeps a format_func with the session.
-    sides = {"q": list(trace.tokens), "k": list(trace.key_tokens)}
+    sides = {"q": list(map(shown, trace.tokens)), "k": list(map(shown, trace.key_tokens))}
 
     def label(value: str) -> str:
         if not value:
