@@ -208,3 +208,18 @@ def test_a_saved_corpus_atlas_opens_from_the_data_directory(saved_atlases, monke
     assert not at.exception, at.exception
     assert not [s for s in at.selectbox if s.key == "at_saved"]
     assert not at.get("plotly_chart")  # nothing opened until an upload
+
+
+def test_a_saved_broad_example_names_its_value_relative_entropy(saved_atlases, monkeypatch):
+    """A broad head's saved example is a row's relative entropy, not a weight: labelled so."""
+    root, frame = saved_atlases
+    monkeypatch.setenv("ATTNVIZ_ATLAS_DIR", str(root))
+    broad = frame[(frame["roles"] == "broad") & (frame["part"] == "encoder")].iloc[0]
+    query = {"at_source": "saved", "at_saved": "run1"}
+    for lang in ("en", "zh"):
+        query |= {"at_layer": str(broad.layer), "at_head": str(broad["head"]), "lang": lang}
+        at = app(PAGE, query)
+        assert not at.exception, at.exception
+        example = [m.value for m in at.markdown if "→" in m.value]
+        assert example and "w = " not in example[0], example
+        assert ("relative entropy = " if lang == "en" else "相对熵 = ") in example[0]
