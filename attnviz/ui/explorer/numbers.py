@@ -98,6 +98,8 @@ def stats(trace: Trace) -> None:
         column_config={c: st.column_config.NumberColumn(format="%.3f") for c in shown.columns[2:]},
         key="stats_table",
     )
+    if not any(trace.special.values()):
+        st.caption(t("ex.stats_no_special"))
     st.download_button(
         t("ex.csv_stats"),
         lambda: heads.to_csv(index=False),
