@@ -60,14 +60,17 @@ def test_link_opens_the_head_and_its_example():
     assert link["page"] == "pretrained"
     q = link["query"]
     assert q["view"] == ["detail"] and q["layer"] == ["0"] and q["head"] == ["2"]
-    i, k = (int(x) for x in q["mark"][0].split(","))
+    i, k, source = q["mark"][0].split(",")
+    i, k = int(i), int(k)
+    assert source == "atlas"
     assert k == i - 1  # a previous-token head's example points at the token before
     assert q["text"][0] in probe_list("en")  # the probe text itself travels in the link
     # The link opens the model page on that text, that head, the cell outlined.
     bert = app("app_pages/pretrained.py", {key: v[0] for key, v in q.items()})
     assert not bert.exception, bert.exception
     assert bert.session_state["text"] == q["text"][0]
-    assert any("Outlined" in c.value for c in bert.caption)
+    outlined = [c.value for c in bert.caption if c.value.startswith("Outlined")]
+    assert outlined and "Head atlas" in outlined[0] and "Link two tokens" not in outlined[0]
 
 
 def test_chinese_page():
@@ -154,7 +157,7 @@ def test_every_role_a_head_passes_is_shown():
     example = json.loads(at.get("plotly_chart")[1].proto.spec)
     assert "“self”" in example["layout"]["title"]["text"]
     assert _link(at)["query"]["pick"] == ["attnviz-char-zh-en"]  # the Pretrained page's picker
-    i, k = (int(x) for x in _link(at)["query"]["mark"][0].split(","))
+    i, k = (int(x) for x in _link(at)["query"]["mark"][0].split(",")[:2])
     assert i == k and i >= 1  # a self row, never the forced first one
     strongest = at.get("dataframe")[0].value  # the texts where "self" is strongest
     assert list(strongest.columns)[:2] == ["Text", "Score"] and len(strongest) == 10

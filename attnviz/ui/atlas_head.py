@@ -125,7 +125,7 @@ def detail_link(
     where in this session the sidebar's sentence would overrule ?text= (and st.switch_page
     cannot carry it: the key is bound to a widget)."""
     params = {"text": text, "view": "detail", "layer": layer, "head": head}
-    params["mark"] = f"{mark[0]},{mark[1]}"
+    params["mark"] = f"{mark[0]},{mark[1]},atlas"  # Head detail says the outline came from here
     if model_name in REGISTRY or model_name in TRAINED:
         params["pick"] = model_name  # the Pretrained page's picker, as the Atlas had it
     elif model_name != DEFAULT_NAME:
