@@ -124,6 +124,7 @@ def test_the_moved_switch_and_the_kobayashi_columns_come_from_the_link(char) -> 
     # the character model adds no special token: no all-0 columns on them, and a word why
     assert not [c for c in table.columns if "special" in c or "both" in c], list(table.columns)
     assert any("no special tokens" in c.value for c in at.caption)
+    assert any("Kobayashi" in c.value for c in at.caption)  # the shares still explained
 
 
 def test_words_from_the_link_group_every_view() -> None:

@@ -85,7 +85,7 @@ def stats(trace: Trace) -> None:
             trace, ("head stats", field), lambda: frames.head_stats_frame(trace, field)
         )
     st.caption(t("ex.stats_help") + (" " + t("ex.stats_moved") if field == "moved" else ""))
-    if "moved_special" in heads:
+    if "moved_punct" in heads:  # the Kobayashi shares (on special only where there are some)
         st.caption(t("ex.stats_kobayashi"))
     first = ["layer", "head"]
     if field == "moved":  # the Kobayashi shares first: on a laptop the table scrolls sideways
