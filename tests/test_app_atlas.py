@@ -60,14 +60,17 @@ def test_link_opens_the_head_and_its_example():
     assert link["page"] == "pretrained"
     q = link["query"]
     assert q["view"] == ["detail"] and q["layer"] == ["0"] and q["head"] == ["2"]
-    i, k = (int(x) for x in q["mark"][0].split(","))
+    i, k, source = q["mark"][0].split(",")
+    i, k = int(i), int(k)
+    assert source == "atlas"
     assert k == i - 1  # a previous-token head's example points at the token before
     assert q["text"][0] in probe_list("en")  # the probe text itself travels in the link
     # The link opens the model page on that text, that head, the cell outlined.
     bert = app("app_pages/pretrained.py", {key: v[0] for key, v in q.items()})
     assert not bert.exception, bert.exception
     assert bert.session_state["text"] == q["text"][0]
-    assert any("Outlined" in c.value for c in bert.caption)
+    outlined = [c.value for c in bert.caption if c.value.startswith("Outlined")]
+    assert outlined and "Head atlas" in outlined[0] and "Link two tokens" not in outlined[0]
 
 
 def test_chinese_page():
@@ -154,7 +157,7 @@ def test_every_role_a_head_passes_is_shown():
     example = json.loads(at.get("plotly_chart")[1].proto.spec)
     assert "“self”" in example["layout"]["title"]["text"]
     assert _link(at)["query"]["pick"] == ["attnviz-char-zh-en"]  # the Pretrained page's picker
-    i, k = (int(x) for x in _link(at)["query"]["mark"][0].split(","))
+    i, k = (int(x) for x in _link(at)["query"]["mark"][0].split(",")[:2])
     assert i == k and i >= 1  # a self row, never the forced first one
     strongest = at.get("dataframe")[0].value  # the texts where "self" is strongest
     assert list(strongest.columns)[:2] == ["Text", "Score"] and len(strongest) == 10
@@ -208,3 +211,18 @@ def test_a_saved_corpus_atlas_opens_from_the_data_directory(saved_atlases, monke
     assert not at.exception, at.exception
     assert not [s for s in at.selectbox if s.key == "at_saved"]
     assert not at.get("plotly_chart")  # nothing opened until an upload
+
+
+def test_a_saved_broad_example_names_its_value_relative_entropy(saved_atlases, monkeypatch):
+    """A broad head's saved example is a row's relative entropy, not a weight: labelled so."""
+    root, frame = saved_atlases
+    monkeypatch.setenv("ATTNVIZ_ATLAS_DIR", str(root))
+    broad = frame[(frame["roles"] == "broad") & (frame["part"] == "encoder")].iloc[0]
+    query = {"at_source": "saved", "at_saved": "run1"}
+    for lang in ("en", "zh"):
+        query |= {"at_layer": str(broad.layer), "at_head": str(broad["head"]), "lang": lang}
+        at = app(PAGE, query)
+        assert not at.exception, at.exception
+        example = [m.value for m in at.markdown if "→" in m.value]
+        assert example and "w = " not in example[0], example
+        assert ("relative entropy = " if lang == "en" else "相对熵 = ") in example[0]

@@ -50,7 +50,7 @@ def test_link_opens_on_it_to_animal_and_detail_marks_the_pair() -> None:
         rows = [r for r in rects if r["x0"] == -0.5]  # spans every key: the query row
         cols = [r for r in rects if r["y0"] == -0.5]  # spans every query: the key column
         assert rows[0]["y0"] == 9.5 and cols[0]["x0"] == 1.5
-    assert any("animal" in c.value for c in at.caption)
+    assert any("animal" in c.value and "from Link two tokens" in c.value for c in at.caption)
 
 
 def test_whatif_follows_the_open_head_and_says_what_changed() -> None:

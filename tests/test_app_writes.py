@@ -113,16 +113,19 @@ def test_the_moved_switch_and_the_kobayashi_columns_come_from_the_link(char) -> 
     at = open_view("overview", field="moved")
     assert at.segmented_control(key="field").value == "moved"
     assert any("moved" in s["layout"]["title"]["text"] for s in specs(at))
+    help_ = next(c.value for c in at.caption if c.value.startswith("Rows are layers"))
+    assert "query × key moved" in help_ and "query × key weights" not in help_  # names moved
     at = open_view("detail", field="moved", layer="2", head="3")
     lt = trace.layers[2]  # a cell the mask hides is blank (NaN), as in every view
     want = np.where(lt.block("mask", 3).numpy(), lt.moved[3].numpy(), np.nan)
     np.testing.assert_allclose(z_of(titled(at, "moved")), want, atol=1e-6)
     at = open_view("stats", field="moved")
     table = at.dataframe[0].value
-    assert {"moved_special", "weights_special", "moved_punct"} <= set(table.columns) or {
-        "moved on special",
-        "weights on special",
-    } <= set(table.columns)
+    assert {"weights on punctuation", "moved on punctuation"} <= set(table.columns)
+    # the character model adds no special token: no all-0 columns on them, and a word why
+    assert not [c for c in table.columns if "special" in c or "both" in c], list(table.columns)
+    assert any("no special tokens" in c.value for c in at.caption)
+    assert any("Kobayashi" in c.value for c in at.caption)  # the shares still explained
 
 
 def test_words_from_the_link_group_every_view() -> None:

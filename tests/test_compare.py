@@ -49,10 +49,18 @@ def test_change_is_the_rule_ranked(traces, field):
     want = brute(a, b, field)
     for row in table.itertuples():
         assert row.change == pytest.approx(float(want[row.layer, row.head]), abs=1e-6)
-    assert table.change_rel.is_monotonic_decreasing
-    if field == "weights":
-        assert table.change.to_numpy() == pytest.approx(table.change_rel.to_numpy())
+    if field == "weights":  # rows sum to 1: change over their mass would be change again
+        assert "change_rel" not in table and table.change.is_monotonic_decreasing
         assert table.change.between(0, 1).all()
+    else:  # over the rows' mean total moved: another number, on a 0..1 scale
+        assert table.change_rel.is_monotonic_decreasing and table.change_rel.between(0, 1).all()
+        qa, qb = (torch.tensor(p) for p in zip(*aligned(a.tokens, b.tokens), strict=True))
+        for row in table.itertuples():  # the aligned rows' mean total moved, of a and b
+            la, lb = a.layers[row.layer], b.layers[row.layer]
+            ma = getattr(la, field)[row.head, qa].sum(-1).mean()
+            mb = getattr(lb, field)[row.head, qb].sum(-1).mean()
+            assert row.change_rel == pytest.approx(row.change / float(0.5 * (ma + mb)), rel=1e-4)
+        assert table.change.to_numpy() != pytest.approx(table.change_rel.to_numpy())
     sa, sb = head_stats(a), head_stats(b)
     layer, head = int(table.layer.iloc[0]), int(table["head"].iloc[0])
     d = float(sb["entropy_rel"][layer, head] - sa["entropy_rel"][layer, head])
@@ -99,3 +107,19 @@ def test_two_models_are_refused(model, traces):
         compare(traces[0], trace_model(minilm, A))
     with pytest.raises(ValueError, match="weights"):
         compare(*traces, field="scores")
+
+
+def test_the_difference_map_numbers_tokens_as_the_trace_does(traces):
+    """The difference map labels each aligned token with its position in your text (as the maps
+    above it number them), not its place among the aligned tokens."""
+    from attnviz.views import compare as views
+    from attnviz.views.selection import Selection
+
+    a, b = traces
+    table = compare(a, b, "weights")
+    diff = views.pair_figures(a, b, Selection(layer=0, head=0), table)[2].to_dict()["data"][0]
+    qa, _, ka, _ = views.pairs_of(table, a, b)
+    assert qa.tolist() != list(range(len(qa)))  # 它 -> 他: the edited token does not align
+    want_q = [f"{i}: {a.tokens[i]}" for i in qa.tolist()]
+    want_k = [f"{j}: {a.key_tokens[j]}" for j in ka.tolist()]
+    assert list(diff["y"]) == want_q and list(diff["x"]) == want_k

@@ -195,6 +195,34 @@ def test_toy_stack_and_invariants():
     pd.testing.assert_frame_equal(frame, again)
 
 
+def test_a_broad_example_is_a_row_that_sees_enough_keys():
+    """A causal model's row 1 weighs its 2 keys about evenly: relative entropy near 1, broad
+    only trivially. The entropy's example is a row that sees BROAD_KEYS keys or more (in a text
+    that long), the rule roles' docstring states."""
+    from attnviz import trace_text
+    from attnviz.measures.role_scores import BROAD_KEYS
+
+    config = StackConfig(d_model=32, n_heads=4, n_layers=2, causal=True, seed=0)
+    texts = [
+        "the quick brown fox jumps over the lazy dog again and again today",
+        "a cat sat on the mat and then it slept for a long time",
+    ]
+    assert min(len(trace_text(t, config).tokens) for t in texts) > BROAD_KEYS
+    frame = roles.head_roles(config, texts)
+    broad = frame[frame.example_score == "entropy"]
+    assert len(broad) == len(frame)  # every head of the random stack shows its entropy
+    assert (broad.example_row + 1 >= BROAD_KEYS).all(), broad.example_row.tolist()  # causal
+    sums = roles.head_role_sums(config, texts)
+    assert (sums.entropy_row + 1 >= BROAD_KEYS).all()
+    for row in broad.itertuples():  # best_rows, the saved atlas's example, agrees
+        best = roles.best_rows(sums, "decoder", row.layer, row.head).loc["entropy"]
+        assert best.row == row.example_row and best.value <= 1 + 1e-6
+    # A text shorter than BROAD_KEYS: its example row is one that sees the most keys.
+    short = roles.head_role_sums(config, ["one two three four"])
+    n = len(trace_text("one two three four", config).tokens)
+    assert n < BROAD_KEYS and (short.entropy_row == n - 1).all()
+
+
 def test_bad_input_is_refused_clearly():
     with pytest.raises(TypeError, match="list of texts"):
         roles.head_roles(StackConfig(), "one string")

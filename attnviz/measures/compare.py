@@ -10,7 +10,8 @@ the change of its row is
 
 (the total variation distance for weights, in [0, 1]: an edited key's weight counts as changed),
 averaged over the aligned queries. For `moved` the same sum is in moved's own units, and
-`change_rel` divides it by the rows' mean total moved. When fewer than half of the shorter
+`change_rel` divides it by the rows' mean total moved. Weights have no `change_rel`: every row
+sums to 1, so their mean mass is 1 and it would repeat `change`. When fewer than half of the shorter
 input's tokens align (another language, another text), only per-head statistics are compared
 (head_stats of each), and `method` says so.
 """
@@ -170,12 +171,13 @@ def compare_fields(
     from one pass over both traces.
 
     Columns: rank (1 = changed most), layer, head, change (mean over aligned queries of the
-    rows' total variation; NaN without alignment), change_rel (change over the rows' mean mass:
-    equal to change for weights), d_entropy_rel, d_max_weight, d_distance, d_first, d_special
-    (b's head statistic of the weights minus a's, attnviz.measures.stats.head_stats), method
-    ("aligned": ranked by change_rel; "statistics": under half the tokens aligned, ranked by the
-    largest |d_...| over its column's largest), score (what the rank sorts by). `attrs`: aligned
-    (the pairs of positions), n_aligned."""
+    rows' total variation; NaN without alignment), change_rel (moved only: change over the rows'
+    mean total moved; weights' rows sum to 1, where it would equal change), d_entropy_rel,
+    d_max_weight, d_distance, d_first, d_special (b's head statistic of the weights minus a's,
+    attnviz.measures.stats.head_stats), method ("aligned": ranked by change_rel, weights by
+    change; "statistics": under half the tokens aligned, ranked by the largest |d_...| over its
+    column's largest), score (what the rank sorts by). `attrs`: aligned (the pairs of
+    positions), n_aligned."""
     import pandas as pd
 
     for field in fields:
@@ -187,25 +189,27 @@ def compare_fields(
         pairs = []
     sa, sb = head_stats(a), head_stats(b)
     changes = _aligned_change(a, b, pairs, tuple(fields)) if pairs else {}
-    return {f: _table(pd, a, changes.get(f), sa, sb, pairs) for f in fields}
+    return {f: _table(pd, a, changes.get(f), (sa, sb), pairs, f) for f in fields}
 
 
-def _table(pd, a: Trace, got: dict | None, sa: dict, sb: dict, pairs: list) -> pd.DataFrame:
+def _table(pd, a: Trace, got: dict | None, stats: tuple, pairs: list, field: str) -> pd.DataFrame:
+    sa, sb = stats
+    rel = field == "moved"  # weights' rows sum to 1: change over their mass is change again
     rows = []
     for layer in range(a.n_layers):
         for h in range(a.n_heads):
-            row = {"layer": layer, "head": h}
+            change = mass = float("nan")
             if got is not None:
                 change, mass = float(got["change"][layer, h]), float(got["mass"][layer, h])
-                row |= {"change": change, "change_rel": change / mass if mass > 0 else 0.0}
-            else:
-                row |= {"change": float("nan"), "change_rel": float("nan")}
+            row = {"layer": layer, "head": h, "change": change}
+            if rel:
+                row["change_rel"] = change / mass if mass != 0 else 0.0  # NaN stays NaN
             row |= {f"d_{s}": float(sb[s][layer, h] - sa[s][layer, h]) for s in COMPARED_STATS}
             rows.append(row)
     table = pd.DataFrame(rows)
     if pairs:
         table["method"] = "aligned"
-        key = table["change_rel"]
+        key = table["change_rel" if rel else "change"]
     else:
         table["method"] = "statistics"
         deltas = table[[f"d_{s}" for s in COMPARED_STATS]]

@@ -29,6 +29,9 @@ SCORES = (
 EXTRA = ("distance",)
 CONTEXT = 8  # tokens of context compared to find a repeated token's earlier occurrence
 INDUCTION_CONTEXT = 2  # induction reads rows whose token and the one before it came before
+# A broad example's row sees at least this many keys (or, in a shorter text, the most any row
+# sees): a causal model's row 1 weighs its 2 keys 0.5/0.5 and has relative entropy 1, trivially.
+BROAD_KEYS = 8
 
 
 def repeats(tokens: Sequence[str], context: int = CONTEXT) -> list[tuple[int, int, int]]:
@@ -76,16 +79,24 @@ class Acc:
         return cls(zeros, 0, torch.full((n_heads,), float("-inf"), dtype=torch.float64), minus,
                    minus.clone())  # fmt: skip
 
-    def add(self, values: torch.Tensor, rows: torch.Tensor, keys: torch.Tensor) -> None:
+    def add(
+        self,
+        values: torch.Tensor,
+        rows: torch.Tensor,
+        keys: torch.Tensor,
+        pick: torch.Tensor | None = None,
+    ) -> None:
         """values [head, r] of r counted rows at positions `rows` [r], the key each row shows
-        `keys` ([head, r] or [r])."""
+        `keys` ([head, r] or [r]); `pick` [r]: the rows that may be the example (default all;
+        every row counts in the sum)."""
         r = values.shape[-1]
         if r == 0:
             return
         values = values.double().cpu()
         self.total += values.sum(-1)
         self.n += r
-        top, at = values.max(-1)  # [head]
+        ranked = values if pick is None else values.masked_fill(~pick.cpu(), float("-inf"))
+        top, at = ranked.max(-1)  # [head]
         keys = keys.cpu().expand(values.shape[0], r)  # [head, r]
         better = top > self.top  # strictly: the earlier row keeps a tie
         self.top = torch.where(better, top, self.top)
@@ -134,6 +145,7 @@ def layer_sums(
     acc = {name: Acc.empty(n_heads) for name in names}
     seen = keys_seen(layer)  # [q]
     wide = seen >= 2  # [q]
+    broad_keys = min(BROAD_KEYS, int(seen.max())) if len(seen) else BROAD_KEYS
     pair_i = torch.tensor([p[0] for p in pairs], dtype=torch.long)  # [p]
     pair_j = torch.tensor([p[1] for p in pairs], dtype=torch.long)  # [p]
     pair_m = torch.tensor([p[2] for p in pairs], dtype=torch.long)  # [p]
@@ -155,7 +167,7 @@ def layer_sums(
             et = expo if every else expo[:, t.to(dev)]  # [head, r', c]
             entropy = (wt * et).sum(-1) * -LN2
         entropy = entropy / seen[rows[t]].to(dev, torch.float64).log()
-        acc["entropy"].add(entropy, rows[t], top)
+        acc["entropy"].add(entropy, rows[t], top, seen[rows[t]] >= broad_keys)
         for name, positions in keysets.items():
             on = torch.tensor([p - c0 for p in positions if c0 <= p < c0 + c], dtype=torch.long)
             part = wt[..., on.to(dev)]  # [head, r', p]

@@ -24,6 +24,10 @@ counterpart in the first copy, so induction there is the weight on the token tha
 time, Olsson et al.'s (2022) score on repeated sequences; a word said once before matches on
 itself alone, as in "the cat ... the".
 
+A score's example is its largest row value over all texts; for entropy only among rows that see
+at least BROAD_KEYS (8) keys, or in a text where no row sees that many, those that see the most
+(a causal model's row 1 weighs its 2 keys 0.5/0.5: relative entropy 1, broad only trivially).
+
 A head passes every role whose score reaches its threshold (THRESHOLDS; "broad" is a high
 entropy): `roles` lists them all (a sink can also be an induction head), `role` is the first in
 ROLE_ORDER (the rarest kind first, for a colour), "mixed" where none is passed. Tokens are

@@ -72,11 +72,20 @@ def head_card(model, atlas: Atlas, row: pd.Series, part: str) -> None:
         else:
             st.markdown(t(
                 "at.saved_example", score=score_label(shown), text=int(example.text),
-                source=markup.escape(source), row=i, to=k, w=float(example.value),
+                source=markup.escape(source), row=i, to=k,
+                value=example_value(shown, float(example.value)),
             ))  # fmt: skip
         if whole and (model is not None or _openable(atlas.model)):
             detail_link(atlas.model, text, part, layer, head, (i, k), "at_open_example")
     strongest_texts(atlas, part, layer, head, shown)
+
+
+def example_value(score: str, value: float) -> str:
+    """A saved example's value named as what it is (roles' table): a weight at one key, the
+    row's relative entropy, the weight summed over special or punctuation keys, or the row's mean
+    distance."""
+    kind = {"entropy": "entropy", "distance": "distance", "special": "sum", "punctuation": "sum"}
+    return t(f"at.value.{kind.get(score, 'weight')}", v=value)
 
 
 def _openable(name: str) -> bool:
@@ -118,7 +127,7 @@ def detail_link(
     where in this session the sidebar's sentence would overrule ?text= (and st.switch_page
     cannot carry it: the key is bound to a widget)."""
     params = {"text": text, "view": "detail", "layer": layer, "head": head}
-    params["mark"] = f"{mark[0]},{mark[1]}"
+    params["mark"] = f"{mark[0]},{mark[1]},atlas"  # Head detail says the outline came from here
     if model_name in REGISTRY or model_name in TRAINED:
         params["pick"] = model_name  # the Pretrained page's picker, as the Atlas had it
     elif model_name != DEFAULT_NAME:

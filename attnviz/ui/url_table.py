@@ -144,7 +144,7 @@ TABLE = (
     Key("link_key", EXPLORER, "int", None, "value", lo=0, always=True,
         doc="Link two tokens' key position (default: the key the strongest head links to)"),
     Key("mark", EXPLORER, "text", None, "read",
-        doc="q,k: the cell Head detail outlines (set by 'open in Head detail')"),
+        doc="q,k[,atlas]: the cell Head detail outlines and where it came from"),
     Key("focus", EXPLORER, "int", None, "value", lo=0, doc="a query whose row every head shows"),
     Key("wscale", EXPLORER, "choice", default_scale, "value", SCALES,
         doc="the weights' colour scale (default: fixed, or log past 64 tokens)"),

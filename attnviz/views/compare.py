@@ -132,8 +132,9 @@ def pair_figures(a: Trace, b: Trace, sel: Selection, table: pd.DataFrame) -> lis
         qa, _, ka, _ = pairs_of(table, a, b)
         diff = aligned_difference(a, b, sel, table)  # [rows, cols] aligned
         figs.append(draw_map(
-            diff, Axis([a.key_tokens[j] for j in ka], tr("w.key"), ticks=None),
-            Axis([a.tokens[i] for i in qa], tr("w.query"), ticks=None),
+            diff, Axis([a.key_tokens[j] for j in ka], tr("w.key"), ticks=None,
+                       positions=ka.tolist()),  # your text's positions, as its map numbers them
+            Axis([a.tokens[i] for i in qa], tr("w.query"), ticks=None, positions=qa.tolist()),
             Colour.diverging(tr("cmp.diff_value")), Marks(),
             Frame(tr("cmp.map_diff", l=layer, h=head), 460),
         ))  # fmt: skip

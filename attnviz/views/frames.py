@@ -70,7 +70,8 @@ def head_stats_frame(trace: Trace, field: str = "weights") -> pd.DataFrame:
     """One row per (layer, head) with every statistic of attnviz.measures.stats.head_stats (of the
     weights, or of moved's rows scaled to sum to 1), then the Kobayashi comparison's shares of
     weights and of moved on special tokens and punctuation (engine.stats.special_share) where
-    the trace has the per-key norms."""
+    the trace has the per-key norms. A trace without special tokens (a model that adds none) has
+    no column on them (all 0) nor "both" (punctuation again)."""
     from attnviz.engine.writes import has_moved
     from attnviz.measures.stats import special_share
 
@@ -95,6 +96,8 @@ def head_stats_frame(trace: Trace, field: str = "weights") -> pd.DataFrame:
     table = pd.DataFrame(rows)
     if has_moved(trace):
         shares = special_share(trace).drop(columns=["layer", "head"])
+        if not any(trace.special.values()):
+            shares = shares.drop(columns=[c for c in shares if c.endswith(("_special", "_both"))])
         table = pd.concat([table, shares.reset_index(drop=True)], axis=1)
     return table
 

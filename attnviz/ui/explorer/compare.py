@@ -104,6 +104,8 @@ def compare_view(trace: Trace) -> None:
     )
     shown = [c for c in SHOWN if c in found and (compare.aligned(found) or "change" not in c)]
     table(localized(found[shown]), hide_index=True, key="cmp_table", height=300)
+    if compare.aligned(found):
+        st.caption(t(f"cmp.table_help.{field}"))
     st.download_button(
         t("ex.csv_stats"), lambda: found.to_csv(index=False), file_name=f"compare_{field}.csv",
         mime="text/csv", on_click="ignore", key="csv_compare",

@@ -24,14 +24,22 @@ from attnviz.views.tokens import shown
 HEAD_MAPS_KEPT = 6  # one head's three maps kept ready per trace (short inputs only)
 
 
-def _mark(trace: Trace) -> tuple[int, int] | None:
-    """The (query, key) cell "open in Head detail" came from, kept in the URL as mark=q,k."""
-    raw = st.session_state.get("mark") or url.read("mark")
+MARK_SOURCES = ("link", "atlas")  # where an outlined cell came from: mark=q,k[,source]
+
+
+def _mark(trace: Trace) -> tuple[int, int, str] | None:
+    """The (query, key) cell "open in Head detail" came from and where that was (Link two tokens,
+    the default, or the Head atlas), kept in the URL as mark=q,k or mark=q,k,atlas."""
+    parts = str(st.session_state.get("mark") or url.read("mark")).split(",")
+    source = parts.pop() if len(parts) == 3 else "link"
     try:
-        q, k = (int(x) for x in str(raw).split(","))
-    except ValueError:
+        q, k = (int(x) for x in parts)
+    except ValueError:  # not two numbers
         return None
-    return (q, k) if 0 <= q < len(trace.tokens) and 0 <= k < len(trace.key_tokens) else None
+    if source not in MARK_SOURCES:
+        return None
+    inside = 0 <= q < len(trace.tokens) and 0 <= k < len(trace.key_tokens)
+    return (q, k, source) if inside else None
 
 
 def head_maps(
@@ -91,8 +99,8 @@ def head_maps(
         (weights_col, weights, "weights"),
     ):
         with col:
-            shown = field if name == "weights" else name
-            chart(fig, key=f"detail_{name}", name=f"{shown}_L{layer}_H{head}")
+            drawn = field if name == "weights" else name
+            chart(fig, key=f"detail_{name}", name=f"{drawn}_L{layer}_H{head}")
     trace_legend(trace)
     _csv(trace, layer, head, (lo, hi), field)
 
@@ -126,9 +134,14 @@ def detail(trace: Trace) -> None:
         st.caption(t(help_key, field=t(f"ex.field.{field}")))
     else:
         st.caption(t("ex.detail_help" if field == "weights" else "ex.detail_help_moved"))
-    mark = _mark(trace)
-    if mark is not None:
-        q_tok, k_tok = trace.tokens[mark[0]], trace.key_tokens[mark[1]]
-        st.caption(t("ex.marked", q=markup.escape(shown(q_tok)), k=markup.escape(shown(k_tok))))
-        url.write("mark", f"{mark[0]},{mark[1]}")
+    marked = _mark(trace)
+    mark = None
+    if marked is not None:
+        q, k, source = marked
+        mark = (q, k)
+        q_tok, k_tok = trace.tokens[q], trace.key_tokens[k]
+        st.caption(
+            t(f"ex.marked.{source}", q=markup.escape(shown(q_tok)), k=markup.escape(shown(k_tok)))
+        )
+        url.write("mark", f"{q},{k}" + ("" if source == "link" else f",{source}"))
     head_maps(trace, layer, head, shared, mark, field=field)

@@ -85,7 +85,7 @@ def stats(trace: Trace) -> None:
             trace, ("head stats", field), lambda: frames.head_stats_frame(trace, field)
         )
     st.caption(t("ex.stats_help") + (" " + t("ex.stats_moved") if field == "moved" else ""))
-    if "moved_special" in heads:
+    if "moved_punct" in heads:  # the Kobayashi shares (on special only where there are some)
         st.caption(t("ex.stats_kobayashi"))
     first = ["layer", "head"]
     if field == "moved":  # the Kobayashi shares first: on a laptop the table scrolls sideways
@@ -98,6 +98,8 @@ def stats(trace: Trace) -> None:
         column_config={c: st.column_config.NumberColumn(format="%.3f") for c in shown.columns[2:]},
         key="stats_table",
     )
+    if not any(trace.special.values()):
+        st.caption(t("ex.stats_no_special"))
     st.download_button(
         t("ex.csv_stats"),
         lambda: heads.to_csv(index=False),

@@ -67,10 +67,11 @@ def overview(trace: Trace) -> None:
         on_select=_mosaic_pick,
         selection_mode="points",
     )
-    st.caption(t("ex.overview_help"))
+    st.caption(t("ex.overview_help" if field == "weights" else "ex.overview_help_moved"))
     st.caption(t("ex.overview_selected", l=layer, h=head))
     if focus is not None:
-        st.caption(t("lv.focus_caption", token=markup.escape(shown(trace.tokens[focus]))))
+        caption = "lv.focus_caption" if field == "weights" else "lv.focus_caption_moved"
+        st.caption(t(caption, token=markup.escape(shown(trace.tokens[focus]))))
     gamma = panels.overview_gamma(trace, mode)
     if gamma != 1.0:
         st.caption(t("lv.mosaic_gamma", gamma=gamma))
