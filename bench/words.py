@@ -136,8 +136,8 @@ def overview(reps: int) -> None:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         name, lang, unit, max_length = sys.argv[2:6]
-        print(json.dumps(child_draw(name, lang, unit, int(max_length))))
-        return
+        print(json.dumps(child_draw(name, lang, unit, int(max_length))), flush=True)
+        os._exit(0)  # the background pass may still run: no teardown under its threads
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", choices=("words", "overview"))
     parser.add_argument("--reps", type=int, default=3)

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from attnviz.engine.bands import MOVED, band, bins, indicator
+from attnviz.engine.bands import BAND_CELLS, MOVED, band, bins, indicator
 from attnviz.engine.lean import BLOCK_CELLS, positions_of
 from attnviz.engine.trace import LayerTrace
 from attnviz.measures.pieces import Groups, reduce
@@ -153,7 +153,7 @@ class GroupedLayer(LayerTrace):
         out = torch.zeros(self.n_heads, th, tw)
         moved = None if f is None else torch.zeros(self.n_heads, th, tw)
         n_pieces = len(of_piece)
-        step = max(1, BLOCK_CELLS // max(1, self.col_groups.n * self.n_heads))
+        step = max(16, BAND_CELLS // max(1, self.col_groups.n * self.n_heads))  # as bands.py's
         for p0 in range(0, n_pieces, step):
             p1 = min(n_pieces, p0 + step)
             w, _, c0, c1 = band(self.base, p0, p1)  # [head, pieces, c] every head at once
