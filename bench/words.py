@@ -10,7 +10,7 @@ trace), then the overview's first draw: its pass (bandpool.fill), the mosaic and
 image. "words" draws the same over the trace grouped into words (attnviz.grouped), as a page opened
 with unit=word does. Plotly's one-off set-up is made before the clock starts (a warm server has it).
 - words: Gemma 3 270M, 5,000 characters of Chinese (cut to the default budget, 1,566 tokens; each
-  Chinese piece is its own word) and an English text of the same budget (words of several pieces);
+  Chinese piece is its own word) and 5,000 of English in long, rare words (several pieces each);
 - overview: SmolLM2-135M and the bundled MiniLM at 512 tokens; seconds and the mosaic's bytes
   (the JSON sent to the browser).
 """
@@ -35,9 +35,9 @@ CHINESE = (
     "人工智能是计算机科学的一个分支，它企图了解智能的实质，并生产出一种新的能以人类智能相似的"
     "方式做出反应的智能机器。该领域的研究包括机器人、语言识别、图像识别、自然语言处理和专家系统等。"
 )
-ENGLISH = (
-    "The history of the river town begins with a ferry, a mill and a market that met every "
-    "Thursday; travellers crossing the valley stopped there, traded wool and news; some stayed. "
+ENGLISH = (  # long and rare words: several pieces a word in Gemma's vocabulary
+    "Counterrevolutionaries in Thessaloniki photosynthesised unbelievably; the hydrodynamicists' "
+    "electroencephalograms, incomprehensibilities and antidisestablishmentarianism bewildered us. "
 )
 
 
