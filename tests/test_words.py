@@ -16,6 +16,7 @@ from attnviz import StackConfig, grouped, special_share, trace_text
 from attnviz.engine.hooked import load_model, resolve, trace_model
 from attnviz.engine.trace import pooled_weights
 from attnviz.measures.pieces import groups_of, scheme
+from attnviz.serve import bandpool
 from tests.test_moved import eager_moved
 from tests.writes_models import bundled, eager_inputs
 
@@ -179,6 +180,43 @@ def test_a_lean_4096_token_trace_groups_a_band_at_a_time(long_model, monkeypatch
     pooled = pooled_weights(g, 64, 64)  # [layer, head, 64, 64]
     want = torch.nn.functional.adaptive_avg_pool2d(layer.head("weights", 1)[None], (64, 64))[0]
     torch.testing.assert_close(pooled[1, 1], want, atol=1e-6, rtol=1e-4)
+
+
+def test_a_lean_trace_of_one_piece_words_reads_the_pieces_pass(long_model, monkeypatch):
+    """Chinese in WordPiece: every character is a piece and a word. The grouped numbers are the
+    oracle's, and the words' overview needs no pass of its own: the pieces' pass serves it."""
+    monkeypatch.setenv("ATTNVIZ_FULL_TRACE_BYTES", "1")
+    budget_module.budget.cache_clear()
+    try:
+        trace = trace_model(
+            long_model, "我爱水课人工智能是计算机科学的一个分支" * 40, max_length=700
+        )
+    finally:
+        monkeypatch.delenv("ATTNVIZ_FULL_TRACE_BYTES")
+        budget_module.budget.cache_clear()
+    assert trace.layers[0].in_bands
+    g = grouped(trace)
+    n = len(trace.tokens)
+    assert g.tokens == trace.tokens and g.layers[1].one_to_one
+    layer, base = g.layers[1], trace.layers[1]
+    spans = [(i, i + 1) for i in range(n)]
+    rows, cols = torch.tensor([0, 350, n - 1]), torch.arange(300, 360)
+    for name in ("weights", "moved", "mask"):
+        got = layer.block(name, 2, rows, cols)  # [3, 60]
+        dense = base.block(name, 2).float()  # [n, n]
+        want = oracle(dense, [spans[r] for r in rows.tolist()], spans[300:360])
+        if name == "mask":  # a group may attend a group when any of their pieces may
+            assert torch.equal(got, want > 0)
+        else:
+            torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
+    side, specials = bandpool.overview_key(g)
+    assert layer.pass_due(side, specials, maps=True)
+    pieces = pooled_weights(trace, *side)  # the pieces' pass
+    assert not any(la.pass_due(side, specials, maps=True) for la in g.layers)
+    torch.testing.assert_close(pooled_weights(g, *side), pieces)
+    want = torch.nn.functional.adaptive_avg_pool2d(base.head("weights", 1)[None], side)[0]
+    torch.testing.assert_close(pieces[1, 1], want, atol=1e-6, rtol=1e-4)
+    torch.testing.assert_close(layer.head_map("weights", 1, 64), base.head_map("weights", 1, 64))
 
 
 def test_special_share_of_words_is_the_ratio_of_sums(pair):

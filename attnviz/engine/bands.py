@@ -18,10 +18,11 @@ import torch
 
 from attnviz.engine.lean import MaskRule, key_range, safe_cols
 
-# Cells of one band (every head): 2M float32 = 8 MiB. At 4,096 tokens one pass took 2.7 / 2.0 /
+# Cells of one band (every head): 1M float32 = 4 MiB. At 4,096 tokens one pass took 2.7 / 2.0 /
 # 1.9 / 2.2 s with 2^19 / 2^20 / 2^21 / 2^22 cells (best of 3, load average 4): smaller bands
-# spend more in Python per band than they win in cache.
-BAND_CELLS = 2**21
+# spend more in Python per band than they win in cache; SmolLM2's 9 heads at 512 tokens pass
+# 2x quicker with 2^20 than 2^21 on busy cores (bench/words.py), Gemma's 4 at 1,566 alike.
+BAND_CELLS = 2**20
 LN2 = 0.6931471805599453
 LOG2E = 1.4426950408889634  # exp(x) = 2^(x·log2 e); exp2 is a third faster than exp on a CPU
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from attnviz.engine.bands import MOVED, band, bins, indicator
+from attnviz.engine.bands import BAND_CELLS, MOVED, band, bins, indicator
 from attnviz.engine.lean import BLOCK_CELLS, positions_of
 from attnviz.engine.trace import LayerTrace
 from attnviz.measures.pieces import Groups, reduce
@@ -46,6 +46,15 @@ class GroupedLayer(LayerTrace):
     def device(self) -> torch.device:
         return super().device if self.base is None else self.base.device  # the pieces' pass
 
+    @property
+    def one_to_one(self) -> bool:
+        """Grouped on access with every group one piece (a Chinese text in Gemma's pieces): the
+        base's numbers are the grouped ones, so it is read as it is and the pieces' pass over
+        bands, warmed when the trace was made, serves the words too (bench/words.py)."""
+        base = self.base
+        return base is not None and (len(self.row_groups), len(self.col_groups)) == (
+            base.n_q, base.n_k)  # fmt: skip
+
     def has(self, name: str) -> bool:
         if name == "moved":
             return self.__dict__.get("_stored_moved") is not no_moved
@@ -54,15 +63,19 @@ class GroupedLayer(LayerTrace):
     def head_map(self, name: str, h: int, side: int) -> torch.Tensor:
         if self.base is None:
             return self.head(name, h)
+        if self.one_to_one:
+            return self.base.head_map(name, h, side)
         return self.pooled(side, side, name)[h]  # pooled in bands, every head at once
 
     def pass_due(self, side: Any, specials: tuple[int, ...], maps: bool = False) -> bool:
         # only the overview's maps wait (one pass pools both fields); statistics go by blocks
+        if self.one_to_one and maps and side != MOVED:
+            return self.base.pass_due(side, specials, maps)
         return self.base is not None and maps and side != MOVED and not self.is_pooled(*side)
 
     def make_pass(self, side: Any, specials: tuple[int, ...]) -> None:
         if self.base is not None and side != MOVED:
-            self.pooled(*side)
+            self.pooled(*side, specials=specials)
 
     def compacted(self, half: tuple[str, ...] = ()) -> LayerTrace:
         return self  # nothing of it is recomputed from q and k
@@ -79,6 +92,8 @@ class GroupedLayer(LayerTrace):
             raise ValueError(f"block name={name!r}: a grouped layer has {', '.join(FIELDS)}")
         if self.base is None:
             return super().block(name, h, rows, cols)
+        if self.one_to_one:
+            return self.base.block(name, h, rows, cols)
         g_rows = positions_of(rows, len(self.row_groups))
         g_cols = positions_of(cols, len(self.col_groups))
         return _reduce(self, name, h, g_rows, g_cols)
@@ -98,6 +113,8 @@ class GroupedLayer(LayerTrace):
         """Every head's grouped `name` ("weights" or "moved") average-pooled to at most th x tw
         (adaptive_avg_pool2d's bins); over a lean trace, a band of rows of every head at a time,
         as the overview pools a lean trace of pieces. [head, <=th, <=tw] CPU float32"""
+        if self.one_to_one:
+            return self.base.pooled(th, tw, name, specials)  # the pieces' pass: one a layer
         n_q, n_k = len(self.row_groups), len(self.col_groups)
         th, tw = min(th, n_q), min(tw, n_k)
         made = self.__dict__.setdefault("_pooled", {})  # a head's picture asks for every head's
@@ -136,7 +153,7 @@ class GroupedLayer(LayerTrace):
         out = torch.zeros(self.n_heads, th, tw)
         moved = None if f is None else torch.zeros(self.n_heads, th, tw)
         n_pieces = len(of_piece)
-        step = max(1, BLOCK_CELLS // max(1, self.col_groups.n * self.n_heads))
+        step = max(16, BAND_CELLS // max(1, self.col_groups.n * self.n_heads))  # as bands.py's
         for p0 in range(0, n_pieces, step):
             p1 = min(n_pieces, p0 + step)
             w, _, c0, c1 = band(self.base, p0, p1)  # [head, pieces, c] every head at once

@@ -176,7 +176,8 @@ def overview_figure(trace: Trace, sel: Selection, width: int = MOSAIC_WIDTH) -> 
         focus_rows(trace, focus, field) if focus is not None
         else pooled_weights(trace, thumb, thumb, field)
     )  # fmt: skip
-    tiles = images.Tiles(thumb, shared=sel.shared, gamma=gamma, focus=focus,
+    drawn = images.thumb_drawn(thumb, zoom)  # a tall mosaic: fewer pixels, as drawn
+    tiles = images.Tiles(drawn, shared=sel.shared, gamma=gamma, focus=focus,
                          marked=tuple(sorted(silenced(trace))))  # fmt: skip
     title = tr("ex.overview_title" if field == "weights" else "ex.overview_title_moved")
     return images.mosaic(weights, tiles, title, max(200, int(rows_px * zoom) + 70))
