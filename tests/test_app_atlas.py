@@ -73,7 +73,7 @@ def test_link_opens_the_head_and_its_example():
 def test_chinese_page():
     at = app(PAGE, {"lang": "zh", "at_layer": "0", "at_head": "2"})
     assert not at.exception, at.exception
-    assert at.subheader[0].value == "第 0 层, 第 2 个头: 前一个词元"
+    assert at.subheader[0].value == "第 0 层，第 2 个头：前一个词元"
     assert at.title[0].value.startswith("注意力头图谱")
 
 

@@ -59,7 +59,7 @@ def test_grid_click_picks_a_head_and_opens_head_detail(page) -> None:
     "query,expect",
     [
         ("?at_layer=1&at_head=11", "Layer 1, head 11: first token"),
-        ("?lang=zh&at_layer=0&at_head=2", "第 0 层, 第 2 个头: 前一个词元"),
+        ("?lang=zh&at_layer=0&at_head=2", "第 0 层，第 2 个头：前一个词元"),
         ("?projector=true&at_layer=0&at_head=2", "Layer 0, head 2: previous token"),
     ],
     ids=["en", "zh", "projector"],
@@ -130,7 +130,7 @@ def test_stop_button_stops_measuring_and_measure_again_finishes(page) -> None:
     "lang,expect",
     [
         ("en", "Layer 1, head 0: previous token · self"),
-        ("zh", "第 1 层, 第 0 个头: 前一个词元 · 自身"),
+        ("zh", "第 1 层，第 0 个头：前一个词元 · 自身"),
     ],
     ids=["en", "zh"],
 )
