@@ -52,7 +52,8 @@ class Axis:
     """One side of a map: a label per position, the axis title, the position the first one has
     (a window of a longer input), and how many labels at most (None: as many as the pixels allow,
     chosen by the browser; zooming in labels more) and, drawn as a picture, `picture_ticks`.
-    `labels`: False hides the tick labels."""
+    `labels`: False hides the tick labels. `named`: the labels are unique names (L3H1), drawn as
+    they are, never numbered by position."""
 
     tokens: Sequence[str]
     title: str = ""
@@ -60,6 +61,7 @@ class Axis:
     ticks: int | None = 48
     labels: bool = True
     picture_ticks: int = 32
+    named: bool = False
 
     @classmethod
     def dims(cls, n: int, title: str = "dim", ticks: int = 16) -> Axis:
@@ -206,8 +208,8 @@ def _heatmap(z: np.ndarray, x: Axis, y: Axis, colour: Colour, marks: Marks, fram
     xs, ys = escape(x.tokens), escape(y.tokens)
     # Categories numbered "i: token" keep repeated tokens apart and give hover its labels without
     # a per-cell array (which plotly deep-copies on every update: 50 ms for one 64x64 map).
-    x_cat = [f"{j}: {tok}" for j, tok in enumerate(xs, x.start)]
-    y_cat = [f"{i}: {tok}" for i, tok in enumerate(ys, y.start)]
+    x_cat = xs if x.named else [f"{j}: {tok}" for j, tok in enumerate(xs, x.start)]
+    y_cat = ys if y.named else [f"{i}: {tok}" for i, tok in enumerate(ys, y.start)]
     scale, zmin, zmax = colour.scale, colour.zmin, colour.zmax
     if colour.signed and zmin is None:
         b = bound(z)
@@ -317,7 +319,7 @@ def _position_axes(x: Axis, y: Axis, shape: tuple[int, int]) -> dict:
     xaxis = dict(
         plain,
         tickvals=[x.start + j for j in range(0, n_k, sx)],
-        ticktext=[f"{x.start + j}: {xs[j]}" for j in range(0, n_k, sx)],
+        ticktext=[xs[j] if x.named else f"{x.start + j}: {xs[j]}" for j in range(0, n_k, sx)],
         tickangle=-90,
         side="bottom",
         range=[x.start - 0.5, x.start + n_k - 0.5],
@@ -326,7 +328,7 @@ def _position_axes(x: Axis, y: Axis, shape: tuple[int, int]) -> dict:
     yaxis = dict(
         plain,
         tickvals=[y.start + i for i in range(0, n_q, sy)],
-        ticktext=[f"{y.start + i}: {ys[i]}" for i in range(0, n_q, sy)],
+        ticktext=[ys[i] if y.named else f"{y.start + i}: {ys[i]}" for i in range(0, n_q, sy)],
         range=[y.start + n_q - 0.5, y.start - 0.5],
         scaleanchor="x",
         constrain="domain",
