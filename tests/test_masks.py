@@ -104,6 +104,7 @@ def test_masks_page_teaches_every_part_in_both_languages(lang: str) -> None:
     # The padding part's second sentence is in the page's language (it stayed English in 中文).
     maps = json.dumps(heatmap_specs(at), ensure_ascii=False)
     assert ("很" in maps, "very" in maps) == ((True, False) if lang == "中文" else (False, True))
+    assert ("It was very tired" in text) == (lang == "English")
 
 
 def test_masks_page_fill_choice_and_pair() -> None:
