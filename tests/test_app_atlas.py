@@ -76,8 +76,18 @@ def test_link_opens_the_head_and_its_example():
 def test_chinese_page():
     at = app(PAGE, {"lang": "zh", "at_layer": "0", "at_head": "2"})
     assert not at.exception, at.exception
-    assert at.subheader[0].value == "第 0 层, 第 2 个头: 前一个词元"
+    assert at.subheader[0].value == "第 0 层，第 2 个头：前一个词元"
     assert at.title[0].value.startswith("注意力头图谱")
+    # Streamlit's own uploader lines ("Limit 1MB per file") are English: hidden in Chinese, where
+    # each uploader's label says its limit.
+    styles = " ".join(h.proto.body for h in at.get("html"))
+    assert "stFileUploaderDropzoneInstructions" in styles
+    labels = [u.proto.label for u in at.get("file_uploader")]
+    assert labels and all("KB" in x or "MB" in x for x in labels), labels
+    english = app(PAGE, {"at_layer": "0", "at_head": "2"})
+    assert "stFileUploaderDropzoneInstructions" not in " ".join(
+        h.proto.body for h in english.get("html")
+    )
 
 
 def test_own_texts_are_measured_and_never_markup():

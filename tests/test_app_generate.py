@@ -36,6 +36,24 @@ def test_a_link_reopens_the_same_run_at_its_step() -> None:
     assert len(at.get("plotly_chart")) == 3
 
 
+def test_the_sidebar_sentence_is_greyed_here_and_heads_carry_no_position() -> None:
+    # Regression: the sidebar's Sentence box looked like it steered the page (it has its own
+    # prompt), and the step chart's heads read "44: L11H0".
+    import json
+
+    at = app(PAGE, {**CHAR, "g_n": "3"})
+    assert not at.exception
+    assert at.text_area(key="text").disabled and at.text_input(key="pair").disabled
+    assert any("own prompt" in c.value for c in at.sidebar.caption)
+    rows = json.loads(at.get("plotly_chart")[0].proto.spec)
+    heads = rows["data"][0]["y"]
+    assert heads[:2] == ["L0H0", "L0H1"], heads[:3]
+    keys = rows["data"][0]["x"]
+    assert re.fullmatch(r"0: [^:]+", keys[0]) and keys[0].count(":") == 1, keys[:3]
+    other = app("app_pages/masks.py")
+    assert not other.text_area(key="text").disabled
+
+
 def test_bad_links_and_names_get_messages() -> None:
     at = app(PAGE, {**CHAR, "g_n": "100000", "g_stemp": "nan"})  # out of range: the defaults
     assert not at.exception and at.slider(key="g_n").value == 16

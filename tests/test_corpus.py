@@ -127,6 +127,15 @@ def test_plan_sizes_workers_from_the_budget(char_model):
     assert p.memory > params + budget_module.model_trace_need(char_model, 1, 256)
 
 
+def test_plan_takes_a_model_a_notebook_loaded_by_its_name(char_model):
+    # Regression: atlas_corpus(load_model(...), ...) failed with "load_model takes a Hub id, a
+    # folder, None ...": the workers now load the model by the name it was loaded by.
+    assert plan(char_model, None, 0) == plan(MODEL, None, 0)
+    nameless = dataclasses.replace(char_model, name="model object")
+    with pytest.raises(ValueError, match="by name"):
+        plan(nameless, None, 0)
+
+
 def test_a_folder_refuses_another_runs_parts(tmp_path):
     m = corpus.Manifest(MODEL, 256, 4, 10, "abc")
     corpus.Store.open(tmp_path, m)

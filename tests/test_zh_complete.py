@@ -28,7 +28,7 @@ ALLOWED = set(
     Q K V q k v z X W O A S M T Z d h n r i j x e f t l H L N B D C E P R U
     QK QKᵀ QKT KV QKV qk WO Wq Wk Wv W_O W_Q W_K W_V W_q W_k W_v d_k d_v d_model d_ff d_head
     Q_i K_j V_j head_i head_1 head_h n_heads n_kv_heads enable_gqa scaled_dot_product_attention
-    split_heads repeat_interleave diag
+    split_heads repeat_interleave diag expand scale
     MHA MQA GQA FLOPs FLOP KiB MiB GiB KB MB GB ppl BLEU BERT MiniLM fp16 fp32 bf16 int8
     cpu cuda GPU CPU CSV JSON PNG URL Hugging Face PyTorch torch PyPI
     softmax exp max log logit logits Concat concat LayerNorm BatchNorm ReLU FFN PE RoPE
@@ -123,11 +123,13 @@ def visible_texts(at) -> list[str]:
 
 def _allowed_words(at) -> set[str]:
     """The page's own sentences: token text stays as typed (and in pieces, as tokenizers cut);
-    the head atlas's probe texts too (its table of strongest texts quotes them)."""
+    the head atlas's probe texts too (its table of strongest texts quotes them); the names of the
+    models that load by name (attnviz-char-zh-en) stay as written."""
+    from attnviz.engine.bundled import bundled_models
     from attnviz.measures.roles import probe_list
 
     sentences = list(examples("en").values()) + list(examples("zh").values())
-    sentences += probe_list("both")
+    sentences += probe_list("both") + [m.name for m in bundled_models()]
     for kind in ("text_area", "text_input"):
         sentences += [str(w.value or "") for w in at.get(kind)]
     return {w for s in sentences for w in re.findall(r"[A-Za-z]+", s)}
@@ -169,6 +171,7 @@ STATES = (
         ("app_pages/multihead.py", {"text": ""}),
         ("app_pages/multihead.py", {"mh_h": "8", "mh_kv": "2"}),
         ("app_pages/sharing.py", {"text": ""}),
+        ("app_pages/sharing.py", {"sh_pick": "attnviz-char-zh-en"}),  # a real model's K maps
         ("app_pages/positions.py", {"po_b": "猫咬人"}),
         ("app_pages/positions.py", {"po_a": ""}),
         ("app_pages/step_by_step.py", {"st_causal": "true", "st_scale": "false"}),

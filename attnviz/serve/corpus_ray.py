@@ -148,13 +148,22 @@ class Plan:
     memory: int  # bytes each worker may hold: its model, one trace at max_tokens, the runtime
 
 
-def plan(model_name: str | None, max_tokens: int | None, gpus: float) -> Plan:
-    """Load the model here once (a missing name fails now, with load_model's message), and size
+def plan(model_name, max_tokens: int | None, gpus: float) -> Plan:
+    """Load the model here once (a missing name fails now, with load_model's message), or take the
+    one a notebook already loaded (the workers load it by the name it was loaded by), and size
     the run by the budget: tokens up to what a trace of it may hold (lean past the full-trace
     size), and each worker's memory."""
-    from attnviz.engine.hooked import load_model
+    from attnviz.engine.hooked import LoadedModel, load_model
 
-    model = load_model(model_name, device="cpu")
+    if isinstance(model_name, LoadedModel):
+        model = model_name
+        if model.name in ("", "model object"):  # loaded from an object with no name or folder
+            raise ValueError(
+                "the workers load the model by name, and this one was loaded from a model object "
+                "without one: pass its Hub id or folder instead"
+            )
+    else:
+        model = load_model(model_name, device="cpu")
     most = longest_input(model, 1)
     if max_tokens is None:
         max_tokens = most
@@ -359,7 +368,7 @@ def run(
 
 
 def atlas_corpus(
-    model: str | None,
+    model,
     texts: str | Path | list[str],
     out: str | Path,
     address: str | None = None,
@@ -369,8 +378,9 @@ def atlas_corpus(
     max_tokens: int | None = None,
     progress: bool | Callable[[Progress], object] = True,
 ) -> pd.DataFrame:
-    """The head atlas of `model` (a name load_model takes; None: the bundled model) over a corpus
-    (a .txt / .jsonl file, a folder of .txt, or a list of texts), computed by Ray workers that
+    """The head atlas of `model` (a name load_model takes, None: the bundled model, or a model
+    load_model returned: the workers load it by its name) over a corpus (a .txt / .jsonl file, a
+    folder of .txt, or a list of texts), computed by Ray workers that
     hold the model once, written to `out` as Parquet parts and merged: the same DataFrame
     head_roles(model, texts) returns (equal within float rounding), plus atlas.parquet for the
     Atlas page. A rerun with the same arguments skips the parts already written. `progress`:

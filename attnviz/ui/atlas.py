@@ -3,7 +3,9 @@ texts, with a progress bar and a stop button), the grid, one head's evidence and
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -111,6 +113,26 @@ def own_texts() -> list[str]:
     return texts
 
 
+# For the browser tests: a measurement whose texts hold this variable's value waits at its first
+# text until the Stop button's rerun ends it (once per session and texts), so that Stop cannot land
+# after the work has finished.
+HOLD_ENV = "ATTNVIZ_TEST_HOLD_ATLAS"
+HOLD_S = 120.0
+
+
+def _hold_for_stop(key, texts: list[str], redraw) -> None:
+    marker = os.environ.get(HOLD_ENV, "")
+    if not marker or st.session_state.get("at_held") == key:
+        return
+    if not any(marker in text for text in texts):
+        return
+    st.session_state["at_held"] = key
+    end = time.monotonic() + HOLD_S
+    while time.monotonic() < end:
+        time.sleep(0.2)
+        redraw()  # a pending rerun (the Stop click) ends the script here
+
+
 def measure(model, texts: list[str]) -> Atlas | None:
     """The atlas of the model on the texts (roles.head_role_sums, merged): from the per-process
     cache, else measured here with a progress bar and a stop button (None when stopped)."""
@@ -131,7 +153,9 @@ def measure(model, texts: list[str]) -> Atlas | None:
     stop.button(t("at.stop"), key="at_stop_button", icon=":material/stop:")
 
     def progress(done: int, total: int) -> None:
-        bar.progress(done / total, text=t("at.measuring", done=done, total=total))
+        draw = lambda: bar.progress(done / total, text=t("at.measuring", done=done, total=total))  # noqa: E731
+        draw()
+        _hold_for_stop(key, texts, draw)
 
     try:
         sums = roles.head_role_sums(model, texts, progress=progress)

@@ -74,7 +74,7 @@ def open_saved() -> Atlas | None:
             format_func=lambda n: n or t("at.saved_none"), help=t("at.saved_folder_help"),
         )  # fmt: skip
         url.sync("at_saved", "")
-    label = t("at.saved_upload" if names else "at.saved_upload_alone")
+    label = t("at.saved_upload" if names else "at.saved_upload_alone", mb=most // MiB)
     upload = st.file_uploader(
         label, type=["parquet"], key="at_upload", max_upload_size=max(1, most // MiB),
         help=t("at.saved_upload_help", mb=most // MiB),

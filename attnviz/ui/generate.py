@@ -139,7 +139,7 @@ def show(g: Generation) -> None:
     url.sync("g_step", url.default("g_step"))
     s = g.steps[step]
     n_k = s.position + 1
-    labels = [f"{i}:{tok}" for i, tok in enumerate(pieces[:n_k])]  # drawn: no ␣ after ":"
+    labels = pieces[:n_k]  # numbered "i: token" by the map where it helps (hover, sparse ticks)
     c1, c2, c3, c4 = st.columns(4)
     c1.metric(t("gen.query"), pieces[s.position], help=t("gen.query_help"))
     c2.metric(t("gen.chosen", p=f"{s.p_next:.3g}"), pieces[s.position + 1])
@@ -150,7 +150,8 @@ def show(g: Generation) -> None:
     heads = [f"L{la}H{h}" for la in range(g.n_layers) for h in range(g.n_heads)]
     ticks = None if n_k > 40 else 48  # past 40 keys: as many labels as the pixels allow
     fig = draw_map(
-        rows, Axis(labels, t("w.key"), ticks=ticks), Axis(heads, t("gen.head"), ticks=ticks),
+        rows, Axis(labels, t("w.key"), ticks=ticks),
+        Axis(heads, t("gen.head"), ticks=ticks, named=True),
         Colour(zmin=0.0, zmax=1.0, value=t("w.weights")), Marks(),
         Frame(t("gen.rows_title", tok=pieces[s.position], step=step),
               max(320, 22 * len(heads) + 160)),

@@ -106,7 +106,7 @@ def facts(model: BundledModel) -> str:
     return t(
         "pick.facts",
         kind=t(f"pm.kind.{model.kind}"),
-        langs=", ".join(t(f"pick.lang.{code}") for code in model.languages),
+        langs=t("pick.lang_sep").join(t(f"pick.lang.{code}") for code in model.languages),
         params=f"{model.parameters / 1e6:.0f}M" if model.parameters else "?",
         size=size(model.size_bytes),
         licence=markup.code(model.licence),  # names, as written: "Gemma Terms of Use"

@@ -168,8 +168,9 @@ def grouping_section(text: str) -> None:
         heads = ", ".join(str(q) for q in range(h) if kv_of[q] == g)
         k = lt.head("k", g)  # [k, d_head]
         fig = draw_map(
-            k, Axis.dims(k.shape[-1], ticks=8), Axis(trace.key_tokens, t("w.key"), ticks=8),
-            Colour.diverging("k", show_bar=False), Marks(),
+            k, Axis.dims(k.shape[-1], t("w.dim"), ticks=8),
+            Axis(trace.key_tokens, t("w.key"), ticks=8), Colour.diverging("k", show_bar=False),
+            Marks(),
             Frame(t("pm.gqa_k_title", l=layer, g=g, heads=heads), 320),
         )  # fmt: skip
         with cols[g % len(cols)]:

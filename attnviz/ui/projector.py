@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.ui import url
-from attnviz.ui.language import t
+from attnviz.ui.language import lang, t
 
 KEY = "projector"
 
@@ -48,6 +48,11 @@ html { font-size: 20px; }
 [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] { min-width: min(14rem, 100%); }
 """
 
+# A file uploader's own lines ("Drag and drop file here", "Limit 1MB per file • TXT") are
+# Streamlit's English and cannot be translated: in Chinese they are hidden, and each uploader's
+# label says its limit and file type in Chinese (its Upload button stays Streamlit's).
+UPLOADER_ZH = '[data-testid="stFileUploaderDropzoneInstructions"] { display: none; }'
+
 
 def on() -> bool:
     return bool(st.session_state.get(KEY, False))
@@ -56,4 +61,5 @@ def on() -> bool:
 def toggle() -> None:
     """The sidebar toggle, and this run's CSS."""
     st.toggle(t("side.projector"), help=t("side.projector_help"), **url.bound(KEY))
-    st.html(f"<style>{BASE}{PROJECTOR if on() else ''}</style>")
+    chinese = UPLOADER_ZH if lang() == "zh" else ""
+    st.html(f"<style>{BASE}{chinese}{PROJECTOR if on() else ''}</style>")

@@ -24,6 +24,10 @@ def _reads(name: str) -> tuple[str, ...] | None:
     return None if found is None else found.languages
 
 
+# Pages that read a text of their own (Generate's prompt), not the sidebar's sentence.
+OWN_TEXT = ("generate",)
+
+
 def default_text(page: str = "") -> str:
     """The first example of the UI language; English on a page whose model (typed in `model`, else
     picked in `pick`) reads no Chinese: the bundled all-MiniLM-L6-v2 turns most Chinese characters
@@ -80,6 +84,9 @@ def sidebar(page: str = "") -> None:
             **url.bound("lang"),
         )
         projector.toggle()
+        unused = page in OWN_TEXT  # the page reads its own text: the sentence is kept, greyed
+        if unused:
+            st.caption(t("side.text_unused"))
         st.selectbox(
             t("side.example"),
             list(examples(lang())),
@@ -87,6 +94,7 @@ def sidebar(page: str = "") -> None:
             placeholder=t("side.example_pick"),
             key="example",
             on_change=_apply_example,
+            disabled=unused,
         )
         st.text_area(
             t("side.text"),
@@ -94,10 +102,15 @@ def sidebar(page: str = "") -> None:
             help=t("side.text_help"),
             height=100,
             max_chars=20_000,
+            disabled=unused,
             **url.bound("text"),
         )
         st.text_input(
-            t("side.pair"), value=url.default("pair"), help=t("side.pair_help"), **url.bound("pair")
+            t("side.pair"),
+            value=url.default("pair"),
+            help=t("side.pair_help"),
+            disabled=unused,
+            **url.bound("pair"),
         )
 
 

@@ -53,7 +53,8 @@ class Axis:
     (a window of a longer input), and how many labels at most (None: as many as the pixels allow,
     chosen by the browser; zooming in labels more) and, drawn as a picture, `picture_ticks`.
     `labels`: False hides the tick labels. `positions`: each label's own position where they are
-    not consecutive (the tokens two texts share), numbered so instead of from `start`."""
+    not consecutive (the tokens two texts share), numbered so instead of from `start`. `named`: the
+    labels are unique names (L3H1), drawn as they are, never numbered by position."""
 
     tokens: Sequence[str]
     title: str = ""
@@ -62,10 +63,15 @@ class Axis:
     labels: bool = True
     picture_ticks: int = 32
     positions: Sequence[int] | None = None
+    named: bool = False
 
     def number(self, j: int) -> int:
         """The position label j is numbered with."""
         return self.start + j if self.positions is None else int(self.positions[j])
+
+    def label(self, j: int, tok: str) -> str:
+        """Label j as drawn: "position: token", or the name itself for named labels."""
+        return tok if self.named else f"{self.number(j)}: {tok}"
 
     @classmethod
     def dims(cls, n: int, title: str = "dim", ticks: int = 16) -> Axis:
@@ -212,8 +218,8 @@ def _heatmap(z: np.ndarray, x: Axis, y: Axis, colour: Colour, marks: Marks, fram
     xs, ys = escape(x.tokens), escape(y.tokens)
     # Categories numbered "i: token" keep repeated tokens apart and give hover its labels without
     # a per-cell array (which plotly deep-copies on every update: 50 ms for one 64x64 map).
-    x_cat = [f"{x.number(j)}: {tok}" for j, tok in enumerate(xs)]
-    y_cat = [f"{y.number(i)}: {tok}" for i, tok in enumerate(ys)]
+    x_cat = [x.label(j, tok) for j, tok in enumerate(xs)]
+    y_cat = [y.label(i, tok) for i, tok in enumerate(ys)]
     scale, zmin, zmax = colour.scale, colour.zmin, colour.zmax
     if colour.signed and zmin is None:
         b = bound(z)
@@ -323,7 +329,7 @@ def _position_axes(x: Axis, y: Axis, shape: tuple[int, int]) -> dict:
     xaxis = dict(
         plain,
         tickvals=[x.start + j for j in range(0, n_k, sx)],
-        ticktext=[f"{x.number(j)}: {xs[j]}" for j in range(0, n_k, sx)],
+        ticktext=[x.label(j, xs[j]) for j in range(0, n_k, sx)],
         tickangle=-90,
         side="bottom",
         range=[x.start - 0.5, x.start + n_k - 0.5],
@@ -332,7 +338,7 @@ def _position_axes(x: Axis, y: Axis, shape: tuple[int, int]) -> dict:
     yaxis = dict(
         plain,
         tickvals=[y.start + i for i in range(0, n_q, sy)],
-        ticktext=[f"{y.number(i)}: {ys[i]}" for i in range(0, n_q, sy)],
+        ticktext=[y.label(i, ys[i]) for i in range(0, n_q, sy)],
         range=[y.start + n_q - 0.5, y.start - 0.5],
         scaleanchor="x",
         constrain="domain",

@@ -18,6 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = ROOT / "out" / "screenshots"
+# The text that holds an atlas measurement until its Stop click (attnviz.ui.atlas.HOLD_ENV).
+HOLD_ATLAS = "hold-until-stop"
 # A whole-page screenshot grows the viewport to the page's height, so every chart is laid out again
 # at that size and back: 3 s of a 16 s browser test (test_pages_browser.py -k "lesson_pages and
 # multihead": 32.6 s -> 26.4 s), on 2 cores where the browser tests are CPU-bound. `make test`
@@ -113,6 +115,8 @@ def server() -> str:
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
+            # An atlas measurement with this text among its texts waits for its Stop click.
+            env={**os.environ, "ATTNVIZ_TEST_HOLD_ATLAS": HOLD_ATLAS},
         )
         url = f"http://127.0.0.1:{port}"
         if not wait_healthy(url, 90):

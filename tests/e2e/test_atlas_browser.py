@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.e2e.conftest import Page
+from tests.e2e.conftest import HOLD_ATLAS, Page
 
 CHART = '[data-testid="stPlotlyChart"]'
 POINTS = f"{CHART} .scatterlayer .trace .points path"
@@ -59,7 +59,7 @@ def test_grid_click_picks_a_head_and_opens_head_detail(page) -> None:
     "query,expect",
     [
         ("?at_layer=1&at_head=11", "Layer 1, head 11: first token"),
-        ("?lang=zh&at_layer=0&at_head=2", "第 0 层, 第 2 个头: 前一个词元"),
+        ("?lang=zh&at_layer=0&at_head=2", "第 0 层，第 2 个头：前一个词元"),
         ("?projector=true&at_layer=0&at_head=2", "Layer 0, head 2: previous token"),
     ],
     ids=["en", "zh", "projector"],
@@ -109,6 +109,9 @@ def test_stop_button_stops_measuring_and_measure_again_finishes(page) -> None:
         "house",
     ]
     lines = [" ".join(rng.choice(words) for _ in range(14)) for _ in range(50)]
+    # The server holds this measurement at its first text until the Stop click's rerun (once per
+    # session): otherwise the 50 texts could be measured before the click landed.
+    lines[0] = f"{lines[0]} {HOLD_ATLAS}"
     page.page.goto(f"{page.url}/atlas?at_texts={quote(chr(10).join(lines))}")
     stop = page.page.get_by_role("button", name="Stop")
     stop.wait_for(timeout=180_000)
@@ -127,7 +130,7 @@ def test_stop_button_stops_measuring_and_measure_again_finishes(page) -> None:
     "lang,expect",
     [
         ("en", "Layer 1, head 0: previous token · self"),
-        ("zh", "第 1 层, 第 0 个头: 前一个词元 · 自身"),
+        ("zh", "第 1 层，第 0 个头：前一个词元 · 自身"),
     ],
     ids=["en", "zh"],
 )
