@@ -154,15 +154,31 @@ def _token_id(model: LoadedModel, stream: Stream, token: int | str | None) -> in
         return token
     if not isinstance(token, str) or not token:
         raise TypeError(f"token must be a token id, a token's text or None, not {token!r}")
-    tok = model.tokenizer
-    found = tok.convert_tokens_to_ids(token)  # the piece as the vocabulary spells it ("Ġtired")
-    if isinstance(found, int) and found != tok.unk_token_id and 0 <= found < vocab:
-        return found
-    ids = tok.encode(token, add_special_tokens=False)
-    if len(ids) != 1:
-        pieces = tok.convert_ids_to_tokens(ids)
+    ids = _ids(model.tokenizer, token)
+    if len(ids) != 1 or not 0 <= ids[0] < vocab:
+        pieces = model.tokenizer.convert_ids_to_tokens(ids)
         raise ValueError(f"token={token!r} is {len(ids)} tokens for this model {pieces}: pass one")
     return ids[0]
+
+
+def _ids(tok, text: str) -> list[int]:
+    """The token ids of `text`: one where it is a piece as the vocabulary spells it ("Ġtired",
+    "▁tired"), else what the tokenizer makes of it."""
+    found = tok.convert_tokens_to_ids(text)
+    if isinstance(found, int) and found != tok.unk_token_id:
+        return [found]
+    return tok.encode(text, add_special_tokens=False)
+
+
+def spellings(model: LoadedModel, text: str) -> dict[str, list[str]]:
+    """`text` and the same word with a leading space added (or its leading space taken off), each
+    with the pieces this model makes of it, as text: a head pushes one token's logit, and
+    "hungry" is 3 tokens for SmolLM2 ('h' 'ung' 'ry') where " hungry" is one."""
+    other = text[1:] if text.startswith(" ") else " " + text
+    tok = model.tokenizer
+    return {
+        t: [piece_text(tok, i) for i in _ids(tok, t)] for t in dict.fromkeys((text, other)) if t
+    }
 
 
 def _tops(vectors: list[torch.Tensor | None], unembed: Unembed, k: int) -> list[tuple]:
