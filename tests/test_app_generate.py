@@ -62,6 +62,12 @@ def test_bad_links_and_names_get_messages() -> None:
     assert "reads at most" in " ".join(e.value for e in at.error)
     at = app(PAGE, {**CHAR, "g_prompt": "   "})
     assert not at.exception and "prompt is empty" in " ".join(e.value for e in at.error)
+    # in Chinese, the engine's refusals in Chinese, with the same numbers
+    at = app(PAGE, {**CHAR, "g_prompt": "   ", "lang": "中文"})
+    assert not at.exception and "提示为空" in " ".join(e.value for e in at.error)
+    at = app(PAGE, {**CHAR, "g_prompt": "word " * 600, "lang": "中文"})
+    said = " ".join(e.value for e in at.error)
+    assert "最多读 256 个" in said and "more were asked" not in said
     at = app(PAGE, {**CHAR, "g_model": "/no/such/folder", "g_prompt": "my own prompt",
                     "g_ablate": ["L0H1"]})  # fmt: skip
     assert not at.exception and at.error

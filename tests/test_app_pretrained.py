@@ -99,3 +99,30 @@ def test_link_view_finds_the_head_that_links_it_to_animal_and_opens_it() -> None
     assert not at.exception
     assert at.slider(key="layer").value == 5 and at.slider(key="head").value == 11
     assert len(heatmap_specs(at)) == 3  # head detail: scores, logits, weights
+
+
+@pytest.mark.parametrize(
+    ("lang", "said"), [("English", "type something"), ("中文", "请在侧边栏输入")]
+)
+def test_an_empty_sentence_says_to_type_one_where_it_is_seen(lang: str, said: str) -> None:
+    """The message was drawn inside the folded "What if…" panel: the page looked blank."""
+    at = app(PRETRAINED, query={"text": "", "lang": lang})
+    assert not at.exception
+    assert any(said in i.value for i in at.info), [i.value for i in at.info]
+    for panel in at.get("expander"):
+        assert not [i.value for i in panel.info], f"the message is folded in {panel.label!r}"
+
+
+@pytest.mark.parametrize(("lang", "said"), [("English", "not one of the models"), ("中文", "不在")])
+def test_an_unknown_model_name_in_a_link_says_which_names_exist(lang: str, said: str) -> None:
+    """?pick=nope fell back to MiniLM without a word: the page says so, names the models it
+    has, and works on the default; the note stays until another model is picked."""
+    at = app(PRETRAINED, query={"pick": "nope", "lang": lang})
+    assert not at.exception and not at.error
+    (note,) = [w.value for w in at.warning if said in w.value]
+    assert "nope" in note and "smollm2-135m" in note and "gemma-3-270m" in note
+    assert specs(at), "the page draws the default model"
+    at.run()
+    assert any(said in w.value for w in at.warning)
+    at.selectbox(key="pick").set_value("attnviz-char-zh-en").run()
+    assert not any(said in w.value for w in at.warning)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from streamlit.proto.WidgetStates_pb2 import WidgetState
+from streamlit.testing.v1.element_tree import Selectbox
 
 import attnviz
 from attnviz.measures.lens import head_logits, logit_lens
@@ -56,6 +58,60 @@ def test_head_logits_draw_every_heads_push_and_a_link_picks_the_token(char) -> N
     # a token the model cannot name in one piece: a warning, the page goes on
     at = open_view("logits", dla_token="tired")
     assert at.warning and "is 5 tokens" in at.warning[0].value
+
+
+class _Typed(Selectbox):
+    """The token box as the browser sends it after typing and Enter ("Add: hungry"): the typed
+    text itself, which AppTest's Selectbox cannot send (it knows only the listed options)."""
+
+    @property
+    def _widget_state(self) -> WidgetState:
+        state = WidgetState()
+        state.id = self.id
+        state.string_value = self._value
+        return state
+
+
+def typed(at, text: str):
+    box = at.selectbox(key="dla_token")
+    box.__class__ = _Typed
+    return box.set_value(text).run()
+
+
+def test_a_typed_word_of_several_tokens_picks_its_spelling_that_is_one_token_in_both_languages():
+    """'hungry' is 3 tokens for SmolLM2 ('h' 'ung' 'ry'), ' hungry' one: Enter picks ' hungry'
+    and says why; the engine's English ("... pass one") is never shown."""
+    from attnviz.engine.bundled import registry_file
+
+    if registry_file("smollm2-135m") is None:
+        pytest.skip("smollm2-135m is not installed here (`attnviz models smollm2-135m`)")
+    for lang, said in (("English", "the same word with a leading space"), ("中文", "加上前导空格")):
+        query = {"pick": "smollm2-135m", "text": "After a long walk I was so", "view": "logits"}
+        at = app(PAGE, query={**query, "lang": lang})
+        typed(at, "hungry")
+        assert not at.exception and not at.warning, [w.value for w in at.warning]
+        assert at.selectbox(key="dla_token").value == " hungry"
+        assert at.query_params["dla_token"] == " hungry"
+        assert "' hungry'" in at.selectbox(key="dla_token").options
+        (note,) = [c.value for c in at.caption if said in c.value]
+        assert "'ung'" in note and "' hungry'" in note
+        titles = [spec["layout"]["title"]["text"] for spec in specs(at)]
+        assert any("' hungry'" in title for title in titles), titles  # the heads' push on it
+        typed(at, "the")  # one token as typed: kept, and ' the' offered beside it
+        assert at.selectbox(key="dla_token").value == "the" and not at.warning
+        assert "' the'" in at.selectbox(key="dla_token").options
+
+
+def test_a_token_that_is_one_without_its_space_or_none_says_what_to_do(char) -> None:
+    at = open_view("logits")
+    typed(at, " 人")  # the space is a token of its own for the character decoder
+    assert at.selectbox(key="dla_token").value == "人" and not at.warning
+    assert any("without its leading space" in c.value for c in at.caption)
+    at = app(PAGE, query={"model": CHAR, "text": TEXT, "view": "logits", "lang": "中文"})
+    typed(at, "tired")
+    (warning,) = [w.value for w in at.warning]
+    assert "5 个词元" in warning and "' tired'" in warning and "'t'" in warning
+    assert "pass one" not in warning and not at.exception
 
 
 def test_the_logit_lens_reads_every_layer(char) -> None:

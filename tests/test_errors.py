@@ -44,3 +44,23 @@ def test_a_request_is_hashable_and_equal_for_equal_settings() -> None:
     assert a != TraceRequest.of(config, "the cat", ablate=[(0, 2)])
     with pytest.raises(TypeError, match="string"):
         TraceRequest(config, 3)  # type: ignore[arg-type]
+
+
+def test_a_text_over_the_limit_is_refused_in_the_pages_language(monkeypatch) -> None:
+    """The engine's text stays English; the facts travel as fields, so the page says it in
+    Chinese with the same numbers (attnviz.ui.language.said)."""
+    from attnviz.engine import budget as budget_module
+    from attnviz.engine import validate
+
+    monkeypatch.setenv("ATTNVIZ_MAX_TEXT_CHARS", "10")
+    budget_module.budget.cache_clear()
+    try:
+        with pytest.raises(ValueError) as caught:
+            validate.text("text", "a" * 12)
+    finally:
+        monkeypatch.delenv("ATTNVIZ_MAX_TEXT_CHARS")
+        budget_module.budget.cache_clear()
+    assert str(caught.value) == (
+        "text has 12 characters; this server takes at most 10 (ATTNVIZ_MAX_TEXT_CHARS): shorten it"
+    )
+    assert "12 个字符" in caught.value.args[0].in_language("zh")

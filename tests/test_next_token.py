@@ -35,6 +35,21 @@ def test_top_k_is_sorted_softmax_and_keeps_the_demoted_favourite() -> None:
     assert len(next_tokens(alone).data) == 1
 
 
+def test_a_demoted_favourite_is_ranked_on_logits_where_its_probability_underflows() -> None:
+    """Token 0 leads the base; now 500 logits sit between it and the top, and float32's softmax
+    rounds it and 999 others to exactly 0: its rank counts the logits above it (float64
+    oracle), not its place among tied zeros."""
+    base = fake([10.0] + [0.0] * 1000)
+    logits = torch.cat([torch.tensor([-300.0]), torch.linspace(0.0, -100.0, 500),
+                        torch.full((500,), -400.0)])  # fmt: skip
+    rows = top_k(fake(logits.tolist()), str, k=2, base=base)
+    favourite = next(r for r in rows if r.token_id == 0)
+    assert favourite.token_id == 0 and favourite.p == 0.0 and favourite.rank_base == 1
+    oracle = int((logits.double() > logits.double()[0]).sum()) + 1
+    assert favourite.rank == oracle == 501
+    assert [r.rank for r in rows[:2]] == [1, 2]
+
+
 def test_top_k_needs_logits_and_a_sane_k() -> None:
     with pytest.raises(ValueError, match="no next-token logits"):
         top_k(Trace(tokens=["a"], layers=[], source="t"), str)

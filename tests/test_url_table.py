@@ -146,3 +146,42 @@ def test_older_key_names_in_a_link_are_read_as_todays() -> None:
         "b_scale": "wi_scale", "b_temp": "wi_temp", "b_ablate": "wi_silence",
         "b_mask": "wi_hide", "b_part": "part",
     }  # fmt: skip
+
+
+FLOATS = [k for k in url.TABLE if k.kind == "float"]
+NOT_FINITE = ("nan", "NaN", "inf", "-inf", "Infinity")
+
+
+@pytest.mark.parametrize("key", FLOATS, ids=[k.name for k in FLOATS])
+def test_a_float_key_refuses_values_that_are_not_finite(key: url.Key) -> None:
+    """float("nan") passes `nan < lo` and `nan > hi` (both false): the parser refuses it and
+    inf, so `read` and `migrate` give the default, as for any value out of range."""
+    for raw in NOT_FINITE:
+        with pytest.raises(ValueError):
+            url._parse(key, raw)
+    assert url._parse(key, str(key.lo if key.lo is not None else 1.0)) is not None
+
+
+def _page_path(key: url.Key) -> str:
+    page = "pretrained" if key.pages in (url.EXPLORER,) else key.pages[0]
+    return PAGE_OF.get(page, f"app_pages/{page}.py")
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [(k.name, raw) for k in FLOATS for raw in ("nan", "-inf")] + [("b_temp", "nan")],
+)
+def test_a_link_with_nan_or_inf_opens_the_page_at_the_default(name: str, raw: str) -> None:
+    """?b_temp=nan once reached the engine: "temperature=nan must be a finite number"."""
+    key = url.key(url.ALIASES.get(name, name))
+    page = _page_path(key)
+    query = {**BASE.get(Path(page).stem, {}), name: raw}
+    if key.pages == url.EXPLORER:
+        query["view"] = "lines"  # the view that draws lines_w's slider
+    at = app(page, query=query)
+    assert not at.exception, [e.value for e in at.exception]
+    if key.name in at.session_state:
+        got = at.session_state[key.name]
+        assert got == got and abs(got) != float("inf"), f"?{name}={raw} opened at {got!r}"
+        if not callable(key.default):
+            assert got == key.default

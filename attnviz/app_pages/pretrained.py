@@ -92,8 +92,8 @@ with st.expander(t("pretrained.whatif"), expanded=False):
     try:
         base_request = models.request(model, text, ui.pair())
         base_trace = traced(base_request)
-    except (ValueError, TypeError) as err:
-        st.info(ui.input_problem(err))
+    except (ValueError, TypeError) as err:  # said above the folded panel, where it is seen
+        waiting.info(ui.input_problem(err))
         st.stop()
     tokens = base_trace.tokens
     # positions in the URL, not labels ("3: the"); typing 1 and Enter hides position 1 alone

@@ -17,6 +17,7 @@ import torch
 from attnviz.engine import validate
 from attnviz.engine.budget import budget, longest_input, size
 from attnviz.engine.errors import EmptyInput
+from attnviz.i18n import Message
 
 MAX_NEW_TOKENS = 128  # tokens one run may generate (the page offers up to this)
 MAX_TOP_K = 1000
@@ -147,7 +148,7 @@ def prompt_ids(model, prompt: str) -> list[int]:
     decoder continuing the text must not see it)."""
     prompt = validate.text("prompt", prompt)
     if not prompt.strip():
-        raise EmptyInput("the prompt is empty: type a few words for the model to continue")
+        raise EmptyInput(Message("gen.err.empty"))
     tok = model.call_tokenizer
     with model.call_lock:
         ids = tok(prompt, truncation=True, max_length=model.max_length)["input_ids"]
@@ -196,10 +197,9 @@ def _check(model, n_prompt: int, n_new: int, what_if: WhatIf) -> None:
             f"generates text; load one"
         )
     if n_prompt + n_new > model.max_length:
-        raise ValueError(
-            f"the prompt has {n_prompt} tokens and {n_new} more were asked for: this model "
-            f"reads at most {model.max_length}; shorten the prompt or generate fewer tokens"
-        )
+        raise ValueError(Message(
+            "gen.err.model_length", n_prompt=n_prompt, n_new=n_new, most=model.max_length
+        ))  # fmt: skip
     for layer, head in sorted(what_if.ablate):
         if not (0 <= layer < model.n_layers and 0 <= head < model.n_heads):
             raise ValueError(
@@ -212,17 +212,15 @@ def _check(model, n_prompt: int, n_new: int, what_if: WhatIf) -> None:
     # server traces of the model.
     longest = min(MAX_CONTEXT, longest_input(model))
     if n_prompt + n_new > longest:
-        raise ValueError(
-            f"the prompt has {n_prompt} tokens and {n_new} more were asked for: this server "
-            f"generates from at most {longest} tokens with this model (its memory budget); "
-            f"shorten the prompt or generate fewer tokens"
-        )
+        raise ValueError(Message(
+            "gen.err.server_length", n_prompt=n_prompt, n_new=n_new, most=longest
+        ))  # fmt: skip
     need, limit = generation_bytes(model.n_layers, model.n_heads, n_prompt, n_new), budget()
     if need > limit.max_trace_bytes:
-        raise ValueError(
-            f"{n_new} steps after {n_prompt} tokens keep {size(need)} of attention rows; this "
-            f"server allows {size(limit.max_trace_bytes)}: generate fewer tokens"
-        )
+        raise ValueError(Message(
+            "gen.err.rows", n_new=n_new, n_prompt=n_prompt, need=size(need),
+            limit=size(limit.max_trace_bytes),
+        ))  # fmt: skip
 
 
 def generate(

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 from attnviz.engine.budget import budget
 from attnviz.engine.errors import EmptyInput
+from attnviz.i18n import Message
 
 # Logits are divided by the temperature. Below 1e-3 the factor 1/temperature overflows float32 for
 # ordinary scores (1/1e-40 is inf, and inf * 0 is NaN); above 1e3 every row is uniform to float32
@@ -84,8 +85,7 @@ def text(name: str, value: object) -> str:
     limit = budget().max_text_chars
     if len(value) > limit:
         raise ValueError(
-            f"{name} has {len(value):,} characters; this server takes at most {limit:,} "
-            f"(ATTNVIZ_MAX_TEXT_CHARS): shorten it"
+            Message("err.text_long", name=name, n=f"{len(value):,}", limit=f"{limit:,}")
         )
     if _SURROGATE.search(value):
         raise ValueError(

@@ -154,15 +154,31 @@ def _token_id(model: LoadedModel, stream: Stream, token: int | str | None) -> in
         return token
     if not isinstance(token, str) or not token:
         raise TypeError(f"token must be a token id, a token's text or None, not {token!r}")
-    tok = model.tokenizer
-    found = tok.convert_tokens_to_ids(token)  # the piece as the vocabulary spells it ("Ġtired")
-    if isinstance(found, int) and found != tok.unk_token_id and 0 <= found < vocab:
-        return found
-    ids = tok.encode(token, add_special_tokens=False)
-    if len(ids) != 1:
-        pieces = tok.convert_ids_to_tokens(ids)
+    ids = _ids(model.tokenizer, token)
+    if len(ids) != 1 or not 0 <= ids[0] < vocab:
+        pieces = model.tokenizer.convert_ids_to_tokens(ids)
         raise ValueError(f"token={token!r} is {len(ids)} tokens for this model {pieces}: pass one")
     return ids[0]
+
+
+def _ids(tok, text: str) -> list[int]:
+    """The token ids of `text`: one where it is a piece as the vocabulary spells it ("Ġtired",
+    "▁tired"), else what the tokenizer makes of it."""
+    found = tok.convert_tokens_to_ids(text)
+    if isinstance(found, int) and found != tok.unk_token_id:
+        return [found]
+    return tok.encode(text, add_special_tokens=False)
+
+
+def spellings(model: LoadedModel, text: str) -> dict[str, list[str]]:
+    """`text` and the same word with a leading space added (or its leading space taken off), each
+    with the pieces this model makes of it, as text: a head pushes one token's logit, and
+    "hungry" is 3 tokens for SmolLM2 ('h' 'ung' 'ry') where " hungry" is one."""
+    other = text[1:] if text.startswith(" ") else " " + text
+    tok = model.tokenizer
+    return {
+        t: [piece_text(tok, i) for i in _ids(tok, t)] for t in dict.fromkeys((text, other)) if t
+    }
 
 
 def _tops(vectors: list[torch.Tensor | None], unembed: Unembed, k: int) -> list[tuple]:
@@ -242,7 +258,12 @@ def logit_lens(model: LoadedModel, trace: Trace, position: int = -1, k: int = 5)
     Columns: layer (-1: the embeddings, before layer 0), top_1..top_k (the k most likely tokens
     read there) and p_1..p_k (their probabilities), final_token (the model's most likely next
     token), final_p and final_rank (its probability and rank at this layer). The last row is the
-    model's own prediction."""
+    model's own prediction.
+
+    final_rank counts the logits above the token's, plus 1 (a tie shares the better rank), on
+    the logits, not the probabilities: float32's softmax rounds most of a vocabulary to exactly 0
+    where one token dominates (48,530 of SmolLM2's 49,152 at its embeddings), and counting
+    probabilities then ranked the token among the few that were not 0 (623, not 12,919)."""
     import pandas as pd
 
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
@@ -266,11 +287,10 @@ def logit_lens(model: LoadedModel, trace: Trace, position: int = -1, k: int = 5)
         row = {"layer": i - 1}
         row |= {f"top_{j + 1}": piece_text(tok, int(top.indices[i, j])) for j in range(k)}
         row |= {f"p_{j + 1}": float(top.values[i, j]) for j in range(k)}
-        p_final = probs[i, final]
         row |= {
             "final_token": piece_text(tok, final),
-            "final_p": float(p_final),
-            "final_rank": int((probs[i] > p_final).sum()) + 1,
+            "final_p": float(probs[i, final]),
+            "final_rank": int((logits[i] > logits[i, final]).sum()) + 1,
         }
         rows.append(row)
     return pd.DataFrame(rows)

@@ -40,6 +40,14 @@ def probabilities(trace: Trace) -> torch.Tensor:
     return torch.softmax(trace.next_logits.float(), dim=-1)  # [vocab]
 
 
+def _ranks(trace: Trace) -> Callable[[int], int]:
+    """A token id's rank after the last token: the logits above its logit, plus 1 (a tie shares
+    the better rank). On the logits: a knob that demotes a token far enough rounds its float32
+    probability to 0, among thousands of others at 0, whose order says nothing."""
+    logits = trace.next_logits.float()  # [vocab]
+    return lambda i: int((logits > logits[i]).sum()) + 1
+
+
 def top_k(
     trace: Trace,
     decode: Callable[[int], str],
@@ -53,27 +61,23 @@ def top_k(
         raise ValueError(f"k={k} must be at least 1")
     p = probabilities(trace)  # [vocab]
     k = min(k, p.shape[0])
-    order = torch.argsort(p, descending=True)  # [vocab]
-    rank = torch.empty_like(order)
-    rank[order] = torch.arange(1, order.shape[0] + 1)  # [vocab] rank of each token id
-    ids = order[:k].tolist()
+    ids = p.topk(k).indices.tolist()
     p_base = rank_base = None
+    rank = _ranks(trace)
     if base is not None:
         p_base = probabilities(base)  # [vocab]
         if p_base.shape != p.shape:
             raise ValueError(f"vocabularies differ: {p.shape[0]} vs {p_base.shape[0]}")
-        order_base = torch.argsort(p_base, descending=True)  # [vocab]
-        rank_base = torch.empty_like(order_base)
-        rank_base[order_base] = torch.arange(1, order_base.shape[0] + 1)  # [vocab]
-        ids += [i for i in order_base[:k].tolist() if i not in ids]
+        rank_base = _ranks(base)
+        ids += [i for i in p_base.topk(k).indices.tolist() if i not in ids]
     return [
         NextToken(
             token_id=i,
             token=decode(i),
             p=float(p[i]),
-            rank=int(rank[i]),
+            rank=rank(i),
             p_base=None if p_base is None else float(p_base[i]),
-            rank_base=None if rank_base is None else int(rank_base[i]),
+            rank_base=None if rank_base is None else rank_base(i),
         )
         for i in ids
     ]

@@ -17,7 +17,7 @@ from attnviz.engine.generate import (
 from attnviz.measures.whatif import head_ids, parse_head_ids
 from attnviz.serve.public import allowed_models, public
 from attnviz.ui import markup, url
-from attnviz.ui.language import lang, t
+from attnviz.ui.language import lang, said, t
 from attnviz.ui.models import get_model, not_installed, pick_model, public_facts
 from attnviz.ui.widgets import EXACT, chart, follow_default, url_select
 from attnviz.views import training
@@ -113,8 +113,8 @@ def run(model, prompt: str, n: int, sampling: Sampling, what_if: WhatIf) -> Gene
     try:
         with st.spinner(t("gen.running", n=n)):
             return _run(model, model.name, prompt, n, sampling, what_if)
-    except (ValueError, TypeError) as err:
-        st.error(markup.escape(err))
+    except (ValueError, TypeError) as err:  # the engine's refusals in the page's language
+        st.error(markup.escape(said(err)))
         return None
 
 

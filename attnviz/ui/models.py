@@ -20,6 +20,7 @@ from attnviz.ui.language import lang, t
 from attnviz.ui.widgets import follow_default, url_select
 
 _MOVED = "_typed_moved_"  # the bundled name last moved from a model box to its picker
+_UNKNOWN = "_pick_unknown_"  # a link's name for a picker that is none of its models
 DTYPES = ["float32", "bfloat16", "auto"]  # "auto": bfloat16 on a GPU, float32 on the CPU
 
 
@@ -40,10 +41,18 @@ def pick_model(
     default = url.default(pick, lang=lang())
     follow_default(pick, default)  # a page's default by language, until one is picked
     _typed_to_picker(pick, typed, models)
+    options = [""] * (none is not None) + list(models)
+    unknown = _unknown_pick(pick, options)
     chosen = url_select(
-        st.selectbox, label, [""] * (none is not None) + list(models), pick, default,
+        st.selectbox, label, options, pick, default,
         format_func=_pick_label(models, none), help=t("pick.help", command=FETCH_COMMAND),
     )  # fmt: skip
+    if unknown and chosen == default:  # until another is picked
+        names = ", ".join(markup.code(n) for n in models)
+        shown = markup.code(_pick_label(models, none)(default)) if default else none or ""
+        st.warning(t("pick.unknown", name=markup.code(unknown), names=names, default=shown))
+    else:
+        st.session_state.pop(_UNKNOWN + pick, None)
     name = st.text_input(typed_label, help=t("pretrained.model_help"), **url.bound(typed)).strip()
     if name and name not in models:
         return name
@@ -51,6 +60,16 @@ def pick_model(
     if chosen in models:
         st.caption(facts(models[chosen]))
     return "" if chosen == DEFAULT_NAME else chosen
+
+
+def _unknown_pick(pick: str, options: list[str]) -> str | None:
+    """A name a link gave the picker that is none of its models (?pick=nope), kept for the
+    session until another model is picked: the picker falls back to its default, which the
+    page says, with the names it knows."""
+    given = url.values(pick)
+    if given and given[-1] not in options:
+        st.session_state[_UNKNOWN + pick] = given[-1]
+    return st.session_state.get(_UNKNOWN + pick)
 
 
 def _typed_to_picker(pick: str, typed: str, models: dict[str, BundledModel]) -> None:

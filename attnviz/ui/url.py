@@ -29,6 +29,7 @@ heads=8)`); `Key.doc` says on what.
 from __future__ import annotations
 
 import contextlib
+import math
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
@@ -109,6 +110,8 @@ def _parse(found: Key, raw: str) -> Any:
         return raw.strip().lower() == "true"
     if found.kind in ("int", "float"):
         value = int(raw) if found.kind == "int" else float(raw)
+        if not math.isfinite(value):  # nan passes both range checks below; inf is no setting
+            raise ValueError(raw)
         if (found.lo is not None and value < found.lo) or (
             found.hi is not None and value > found.hi
         ):

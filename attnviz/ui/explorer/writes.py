@@ -17,6 +17,7 @@ import streamlit as st
 
 from attnviz.engine.config import StackConfig
 from attnviz.engine.trace import Trace
+from attnviz.measures.lens import spellings
 from attnviz.serve import tracing
 from attnviz.serve.memos import per_trace
 from attnviz.ui import markup, url
@@ -63,15 +64,68 @@ def _top_tokens(model, full: Trace) -> list[tuple[str, float]]:
     ]
 
 
-def pick_token(model, full: Trace) -> str:
+_SPELLED = "_dla_spelled"  # (what was typed, the one-token spelling the box picked for it)
+
+
+def _one_token(model, typed: str, options: list[str]) -> str | None:
+    """Before the box is drawn: a typed token (or a link's) that is several tokens for this model
+    becomes the same word with (or without) its leading space where that is one token ("hungry"
+    -> " hungry"); every one-token spelling joins the options. None, after saying what to do,
+    when neither is one token."""
+    found = spellings(model, typed)
+    one = [text for text, pieces in found.items() if len(pieces) == 1]
+    options += [text for text in one if text not in options]
+    if typed in one:
+        return typed
+    if one:
+        st.session_state["dla_token"] = one[0]
+        st.session_state[_SPELLED] = (typed, one[0], found[typed])
+        return one[0]
+    if typed not in options:
+        options.append(typed)  # shown as typed, with the message below the box
+    return None
+
+
+def _spelled_note(token: str) -> None:
+    typed, chosen, pieces = st.session_state.get(_SPELLED) or ("", None, [])
+    if chosen != token:
+        st.session_state.pop(_SPELLED, None)
+        return
+    how = t("wr.space_added" if chosen.startswith(" ") else "wr.space_dropped")
+    st.caption(t("wr.token_respelled", typed=markup.code(repr(typed)), n=len(pieces),
+                 pieces=_pieces(pieces), token=markup.code(repr(chosen)), how=how))  # fmt: skip
+
+
+def _pieces(pieces: list[str]) -> str:
+    return " ".join(markup.code(repr(piece)) for piece in pieces)
+
+
+def _refusal(model, typed: str) -> str:
+    """What to tell a user whose token is several tokens either way, with what to do."""
+    found = spellings(model, typed)
+    pieces = found[typed]
+    facts = dict(typed=markup.code(repr(typed)), n=len(pieces), pieces=_pieces(pieces),
+                 first=markup.code(repr(pieces[0])) if pieces else "")  # fmt: skip
+    other = next((text for text in found if text != typed), None)
+    if other is None:
+        return t("wr.token_pieces", **facts)
+    more = found[other]
+    return t("wr.token_pieces_both", other=markup.code(repr(other)), m=len(more),
+             other_pieces=_pieces(more), **facts)  # fmt: skip
+
+
+def pick_token(model, full: Trace) -> tuple[str, str | None]:
     """The token whose logit the heads push: the model's top next one (""), one of the next ten,
-    or any token typed in; by its text in the URL."""
+    or any token typed in; by its text in the URL. With it, what to tell the user when the
+    typed token is several tokens for this model (None: nothing)."""
     tops = _top_tokens(model, full)
     p = dict(tops)
     options = ["", *(tok for tok, _ in tops if tok)]
     kept = st.session_state.get("dla_token", url.read("dla_token"))
-    if isinstance(kept, str) and kept not in options:
-        options.append(kept)  # a typed token, or one a link names
+    refused = None
+    typed = isinstance(kept, str) and kept and kept not in options  # typed, or a link's
+    if typed and _one_token(model, kept, options) is None:
+        refused = _refusal(model, kept)
     url.seed("dla_token", options, url.default("dla_token"))
     first = tops[0][0] if tops else ""
 
@@ -85,7 +139,8 @@ def pick_token(model, full: Trace) -> str:
         help=t("wr.token_help"),
     )  # fmt: skip
     url.sync("dla_token", url.default("dla_token"))
-    return token or ""
+    _spelled_note(token or "")
+    return token or "", refused
 
 
 def _clicked(key: str) -> None:
@@ -103,7 +158,10 @@ def logits_view(trace: Trace) -> None:
     if got is None:
         return
     model, full = got
-    token = pick_token(model, full)
+    token, refused = pick_token(model, full)
+    if refused:
+        st.warning(refused)
+        return
     sel = selection(token=token or None)
     try:
         found = per_trace(
