@@ -92,14 +92,14 @@ def test_a_typed_word_of_several_tokens_picks_its_spelling_that_is_one_token_in_
         assert not at.exception and not at.warning, [w.value for w in at.warning]
         assert at.selectbox(key="dla_token").value == " hungry"
         assert at.query_params["dla_token"] == " hungry"
-        assert "' hungry'" in at.selectbox(key="dla_token").options
+        assert "␣hungry" in at.selectbox(key="dla_token").options  # the display rule's spelling
         (note,) = [c.value for c in at.caption if said in c.value]
-        assert "'ung'" in note and "' hungry'" in note
+        assert "` ung `" in note and "` ␣hungry `" in note
         titles = [spec["layout"]["title"]["text"] for spec in specs(at)]
-        assert any("' hungry'" in title for title in titles), titles  # the heads' push on it
+        assert any("“␣hungry”" in title for title in titles), titles  # the heads' push on it
         typed(at, "the")  # one token as typed: kept, and ' the' offered beside it
         assert at.selectbox(key="dla_token").value == "the" and not at.warning
-        assert "' the'" in at.selectbox(key="dla_token").options
+        assert "␣the" in at.selectbox(key="dla_token").options
 
 
 def test_a_token_that_is_one_without_its_space_or_none_says_what_to_do(char) -> None:
@@ -110,7 +110,7 @@ def test_a_token_that_is_one_without_its_space_or_none_says_what_to_do(char) -> 
     at = app(PAGE, query={"model": CHAR, "text": TEXT, "view": "logits", "lang": "中文"})
     typed(at, "tired")
     (warning,) = [w.value for w in at.warning]
-    assert "5 个词元" in warning and "' tired'" in warning and "'t'" in warning
+    assert "5 个词元" in warning and "` ␣tired `" in warning and "` t `" in warning
     assert "pass one" not in warning and not at.exception
 
 

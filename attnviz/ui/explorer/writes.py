@@ -92,25 +92,25 @@ def _spelled_note(token: str) -> None:
         st.session_state.pop(_SPELLED, None)
         return
     how = t("wr.space_added" if chosen.startswith(" ") else "wr.space_dropped")
-    st.caption(t("wr.token_respelled", typed=markup.code(repr(typed)), n=len(pieces),
-                 pieces=_pieces(pieces), token=markup.code(repr(chosen)), how=how))  # fmt: skip
+    st.caption(t("wr.token_respelled", typed=markup.code(shown(typed)), n=len(pieces),
+                 pieces=_pieces(pieces), token=markup.code(shown(chosen)), how=how))  # fmt: skip
 
 
 def _pieces(pieces: list[str]) -> str:
-    return " ".join(markup.code(repr(piece)) for piece in pieces)
+    return " ".join(markup.code(shown(piece)) for piece in pieces)
 
 
 def _refusal(model, typed: str) -> str:
     """What to tell a user whose token is several tokens either way, with what to do."""
     found = spellings(model, typed)
     pieces = found[typed]
-    facts = dict(typed=markup.code(repr(typed)), n=len(pieces), pieces=_pieces(pieces),
-                 first=markup.code(repr(pieces[0])) if pieces else "")  # fmt: skip
+    facts = dict(typed=markup.code(shown(typed)), n=len(pieces), pieces=_pieces(pieces),
+                 first=markup.code(shown(pieces[0])) if pieces else "")  # fmt: skip
     other = next((text for text in found if text != typed), None)
     if other is None:
         return t("wr.token_pieces", **facts)
     more = found[other]
-    return t("wr.token_pieces_both", other=markup.code(repr(other)), m=len(more),
+    return t("wr.token_pieces_both", other=markup.code(shown(other)), m=len(more),
              other_pieces=_pieces(more), **facts)  # fmt: skip
 
 
