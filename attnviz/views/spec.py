@@ -203,15 +203,17 @@ UPRIGHT_PX = 18  # room above the plot for a y title set upright
 
 
 def _upright_title(text: str) -> dict:
+    # From the plot's left edge rightwards: anchored at its right end (over the tick labels), a
+    # title wider than the labels' margin was cut at the chart's left edge ("oftmax 权重").
     return dict(
-        text=text, xref="paper", yref="paper", x=0, y=1, xanchor="right", yanchor="bottom",
+        text=text, xref="paper", yref="paper", x=0, y=1, xanchor="left", yanchor="bottom",
         showarrow=False, font=dict(size=12),
     )  # fmt: skip
 
 
 def upright(layout: dict) -> dict:
     """Plotly turns every y axis title by 90°, which lays Chinese characters on their side: a y
-    title in CJK goes above the axis instead, upright, at the top of the tick labels."""
+    title in CJK goes above the plot instead, upright, from its left edge."""
     for name in [k for k in layout if k.startswith("yaxis")]:
         title = layout[name].get("title")
         text = title.get("text") if isinstance(title, dict) else title
