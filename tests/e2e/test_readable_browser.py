@@ -25,7 +25,8 @@ STATES = [("English", False), ("English", True), ("中文", False), ("中文", T
 #    other, nor the titles (the chart's, the axes', annotations); tick labels and titles must lie
 #    inside the chart.
 #  - HTML text in tables (st.table, projector mode's HTML tables): a cell's text must not overlap
-#    its neighbour's, nor be cut by a box that hides its overflow.
+#    its neighbour's, nor be cut by a box that hides its overflow (a table that scrolls sideways
+#    shows all of its text).
 OFFENDERS = """() => {
   const out = [], SLACK = 1.5;
   const shown = el => {
@@ -81,8 +82,8 @@ OFFENDERS = """() => {
     for (const layer of chart.querySelectorAll('[class*=axislayer-above]'))
       crowded([...layer.querySelectorAll('.xtick text, .ytick text')], 'tick label', name);
     for (const trace of chart.querySelectorAll('.trace, .hm'))
-      crowded([...trace.querySelectorAll(':scope > text, .textpoint text, .point text, .heatmap-label text')],
-              'number', name);
+      crowded([...trace.querySelectorAll(
+        ':scope > text, .textpoint text, .point text, .heatmap-label text')], 'number', name);
     const labels = 'text[class*=title], .annotation-text, .gtitle';
     crowded([...chart.querySelectorAll(labels)], 'title', name);
     const inside = [...chart.querySelectorAll(`[class*=axislayer-above] text, ${labels}`)];
@@ -113,6 +114,7 @@ OFFENDERS = """() => {
         last = {r, text: cell.textContent.trim()};
         for (let e = cell; e && e !== main; e = e.parentElement) {
           const s = getComputedStyle(e);
+          if (s.overflowX === 'auto' || s.overflowX === 'scroll') break;  // scrolls to it
           if (s.overflowX !== 'hidden' && s.overflowX !== 'clip' && s.textOverflow !== 'ellipsis')
             continue;
           const c = e.getBoundingClientRect();
@@ -139,7 +141,9 @@ def _open(tab: Page, name: str, lang: str, projector: bool) -> None:
     path = "" if name == "playground" else name
     tab.page.set_viewport_size({"width": SIZES[0][0], "height": SIZES[0][1]})
     tab.open(f"{path}?lang={lang}" + ("&projector=true" if projector else ""))
-    tab.wait_count('[data-testid="stPlotlyChart"] .main-svg', 1, timeout=60, at_least=True)
+    # every chart drawn (the Training lab has none until a run): as many svgs as charts
+    charts = tab.count('[data-testid="stPlotlyChart"]')
+    tab.wait_count('[data-testid="stPlotlyChart"] .main-svg', charts, timeout=30, at_least=True)
     if projector:  # the style element is part of the run: wait until it applies
         tab.page.wait_for_function(
             "() => getComputedStyle(document.documentElement).fontSize === '20px'", timeout=15_000
