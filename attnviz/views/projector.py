@@ -78,6 +78,8 @@ def enlarge(fig: go.Figure, factor: float = FACTOR) -> go.Figure:
     def axis(ax) -> None:
         ax.tickfont.size = _grow(ax.tickfont.size, BASE_TICKS, factor)
         _fewer(ax)
+        if ax.type == "log" and ax.dtick is None:  # bigger labels: the decades only ("5 10 2")
+            ax.dtick = 1
         if ax.title.text:
             ax.title.font.size = _grow(ax.title.font.size, BASE_TICKS, factor)
 
