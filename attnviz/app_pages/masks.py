@@ -32,7 +32,7 @@ if causal.n_input_tokens > len(tokens):
 st.subheader(t("mk.causal"))
 st.markdown(t("mk.causal_help"))
 st.latex(formulas.step("weights", formulas.Knobs(masked=True)))
-c1, c2, c3 = st.columns(3)
+c1, c2, c3 = ui.matrix_columns(3, key="mk_causal")
 with c1:
     ui.numbers(causal.logits, tokens, tokens, t("mk.logits"), key="mk_logits")
 with c2:
@@ -50,7 +50,7 @@ fill = st.segmented_control(
 )
 url.sync("mk_fill", url.default("mk_fill"))
 fill = fill or url.default("mk_fill")
-c1, c2 = st.columns(2)
+c1, c2 = ui.matrix_columns(2, key="mk_fill")
 with c1:
     ui.numbers(causal.weights["-inf"], tokens, tokens, t("mk.w_inf"), key="mk_w_inf", signed=False)
 with c2:
@@ -76,7 +76,7 @@ try:
 except ValueError as err:
     st.info(str(err))
 else:
-    cols = st.columns(2)
+    cols = ui.matrix_columns(2, key="mk_padding")
     for b, col in enumerate(cols):
         with col:
             ui.numbers(

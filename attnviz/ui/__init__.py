@@ -22,6 +22,7 @@ from attnviz.ui.widgets import (
     distinct_labels,
     grid,
     kv_slider,
+    matrix_columns,
     numbered,
     numbers,
     report_trace_notes,
@@ -33,7 +34,7 @@ __all__ = [
     "EXACT", "cached_order_check", "cached_sharing_check", "cached_sweeps", "cached_walkthrough",
     "chart",
     "choice_slider", "distinct_labels", "grid", "input_problem", "kv_slider", "lang", "lesson_nav",
-    "localized", "numbered", "numbers", "page_file", "pair", "report_trace_notes",
+    "localized", "matrix_columns", "numbered", "numbers", "page_file", "pair", "report_trace_notes",
     "run_stack_trace", "said",
     "sidebar", "stack_controls", "t", "table", "text", "url_select",
 ]  # fmt: skip

@@ -118,9 +118,12 @@ def run(model, prompt: str, n: int, sampling: Sampling, what_if: WhatIf) -> Gene
         return None
 
 
+ROWS_MAX_PX = 1000  # the rows chart's height: past ~38 heads a row gets thinner, not the page
+
+
 def show(g: Generation) -> None:
-    """The generated text, the step slider, that step's rows in every layer and head, the KV
-    cache, and the sink on the first token."""
+    """The generated text, the step slider, the KV cache and the sink on the first token, and
+    that step's rows in every layer and head."""
     # Every token drawn, whitespace as ␣ and ⏎: a run of spaces or line breaks is otherwise blank.
     pieces = [shown(piece(tok, text)) for tok, text in zip(g.tokens, _texts(g), strict=True)]
     prompt_text = markup.escape("".join(pieces[: g.n_prompt]))
@@ -146,17 +149,8 @@ def show(g: Generation) -> None:
     c3.metric(t("gen.cache"), size(s.kv_bytes), help=t("gen.cache_help", d=g.d_head))
     sink = float(g.sink(step).mean())
     c4.metric(t("gen.sink"), f"{sink:.0%}", help=t("gen.sink_help", u=1 / n_k))
-    rows = s.weights.reshape(g.n_layers * g.n_heads, n_k)  # [layer * head, n_k]
-    heads = [f"L{la}H{h}" for la in range(g.n_layers) for h in range(g.n_heads)]
-    ticks = None if n_k > 40 else 48  # past 40 keys: as many labels as the pixels allow
-    fig = draw_map(
-        rows, Axis(labels, t("w.key"), ticks=ticks),
-        Axis(heads, t("gen.head"), ticks=ticks, named=True),
-        Colour(zmin=0.0, zmax=1.0, value=t("w.weights")), Marks(),
-        Frame(t("gen.rows_title", tok=pieces[s.position], step=step),
-              max(320, 22 * len(heads) + 160)),
-    )  # fmt: skip
-    chart(fig, key="gen_rows", name=f"generate_step_{step}")
+    # The slider's small charts first, beside it: below SmolLM2's 270 rows they were 6,000 px
+    # down the page from the slider that moves them.
     left, right = st.columns(2)
     with left:
         fig = training.cache_growth(
@@ -175,6 +169,17 @@ def show(g: Generation) -> None:
         )  # fmt: skip
         chart(fig, key="gen_sink")
     st.markdown(t("gen.sink_explained", sink=sink, u=1 / n_k))
+    rows = s.weights.reshape(g.n_layers * g.n_heads, n_k)  # [layer * head, n_k]
+    heads = [f"L{la}H{h}" for la in range(g.n_layers) for h in range(g.n_heads)]
+    ticks = None if n_k > 40 else 48  # past 40 keys: as many labels as the pixels allow
+    fig = draw_map(
+        rows, Axis(labels, t("w.key"), ticks=ticks),
+        Axis(heads, t("gen.head"), ticks=ticks, named=True),
+        Colour(zmin=0.0, zmax=1.0, value=t("w.weights")), Marks(),
+        Frame(t("gen.rows_title", tok=pieces[s.position], step=step),
+              min(ROWS_MAX_PX, max(320, 22 * len(heads) + 160))),
+    )  # fmt: skip
+    chart(fig, key="gen_rows", name=f"generate_step_{step}")
 
 
 def _texts(g: Generation) -> list[str]:

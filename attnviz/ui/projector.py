@@ -24,6 +24,9 @@ BASE = """
 }
 [data-testid="stHorizontalBlock"] { flex-wrap: wrap; }
 [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] { min-width: min(11rem, 100%); }
+[class*="st-key-matrices_"] [data-testid="stHorizontalBlock"] > [data-testid="stColumn"] {
+  min-width: min(24rem, 100%);
+}
 [data-testid="stSelectbox"] [data-baseweb="select"] div { overflow: visible; }
 [data-testid="stSelectbox"] [data-baseweb="select"] [value], [data-baseweb="select"] span {
   white-space: normal; text-overflow: clip;

@@ -264,11 +264,25 @@ def _heatmap(z: np.ndarray, x: Axis, y: Axis, colour: Colour, marks: Marks, fram
                 )
             )
     layout = dict(
-        xaxis=_category_axis(x, xs, x_cat, dict(tickangle=-90 if n_k > 6 else 0, side="bottom")),
+        xaxis=_category_axis(x, xs, x_cat, dict(tickangle=_key_angle(x, xs), side="bottom")),
         yaxis=_category_axis(y, ys, y_cat, dict(autorange="reversed")),
         **_outlines(marks, n_q, n_k),
     )
     return figure(data, layout_dict(frame.title, frame.height, layout))
+
+
+UPRIGHT_KEYS = 24  # at most this many one-character key labels stand upright
+
+
+def _key_angle(axis: Axis, labels: list[str]) -> int:
+    """Key labels turned on their side past 6 keys, except single characters (a Chinese text's
+    tokens) labelled one by one, which stand upright: on its side a character is hard to read
+    and touched the next. (Labels the browser picks read "position: token".)"""
+    n = len(labels)
+    one_by_one = axis.ticks is not None and tick_step(n, axis.ticks) == 1
+    if n <= 6 or (one_by_one and n <= UPRIGHT_KEYS and all(len(t) == 1 for t in labels)):
+        return 0
+    return -90
 
 
 def _category_axis(axis: Axis, escaped: list[str], cats: list[str], extra: dict) -> dict:

@@ -201,15 +201,17 @@ UPRIGHT_PX = 18  # room above the plot for a y title set upright
 
 
 def _upright_title(text: str) -> dict:
+    # From the plot's left edge rightwards: anchored at its right end (over the tick labels), a
+    # title wider than the labels' margin was cut at the chart's left edge ("oftmax 权重").
     return dict(
-        text=text, xref="paper", yref="paper", x=0, y=1, xanchor="right", yanchor="bottom",
+        text=text, xref="paper", yref="paper", x=0, y=1, xanchor="left", yanchor="bottom",
         showarrow=False, font=dict(size=12),
     )  # fmt: skip
 
 
 def upright(layout: dict) -> dict:
     """Plotly turns every y axis title by 90°, which lays Chinese characters on their side: a y
-    title in CJK goes above the axis instead, upright, at the top of the tick labels."""
+    title in CJK goes above the plot instead, upright, from its left edge."""
     for name in [k for k in layout if k.startswith("yaxis")]:
         title = layout[name].get("title")
         text = title.get("text") if isinstance(title, dict) else title
@@ -287,13 +289,29 @@ _VALIDATE = os.environ.get("ATTNVIZ_VALIDATE_FIGURES", "0").strip() == "1"
 TITLE_LINE_PX = 20  # one more line of a title (15 px font) above the plot
 
 
+def title_pad(lines: int, size: float) -> int:
+    """The room above a title hung from the top: plotly.js lifts a title of several lines by
+    half of each further line (1.3 em), which cut the first line at the chart's top edge."""
+    return 8 + round((lines - 1) * 1.3 * size / 2)
+
+
 def layout_dict(title: str, height: int | None, extra: dict) -> dict:
     # A "\n" in a title breaks its line: plotly never wraps one, and a title wider than a chart
     # in a third of a 1280 px page was cut off ("Size of the softmax gradient ‖diag(p) − p…").
     text = html.escape(title, quote=False).replace("\n", "<br>")
     return upright(
         dict(
-            title=dict(text=text, x=0, xanchor="left", font=dict(size=15)),
+            # hung from the top (plotly centres it in the margin): a second line, or a bigger
+            # font in projector mode, grows down into the room made for it, not into the plot
+            title=dict(
+                text=text,
+                x=0,
+                xanchor="left",
+                y=1,
+                yanchor="top",
+                pad=dict(t=title_pad(text.count("<br>") + 1, 15)),
+                font=dict(size=15),
+            ),
             margin=dict(
                 l=10, r=10, t=40 + TITLE_LINE_PX * title.count("\n") if title else 10, b=10
             ),
