@@ -69,13 +69,3 @@ def row_shares(x: torch.Tensor) -> torch.Tensor:
     sends (a row that moves nothing stays 0). [..., q, k]"""
     total = x.sum(-1, keepdim=True)
     return torch.where(total > 0, x / total.clamp_min(1e-30), torch.zeros((), dtype=x.dtype))
-
-
-def has_moved(trace) -> bool:
-    """Whether a trace can give `moved` (it has the per-key norms; a trace from attention
-    weights alone has none)."""
-    try:
-        trace.layers[0].block("moved", 0, [0], [0])
-    except (ValueError, IndexError):
-        return False
-    return True

@@ -35,10 +35,9 @@ def compare_table(a: Trace, b: Trace, field: str) -> pd.DataFrame:
 def compare_tables(a: Trace, b: Trace) -> dict[str, pd.DataFrame]:
     """compare_table for weights and, where both traces have the per-key norms, moved: one pass
     over both traces for both (the app's switch between them then costs nothing)."""
-    from attnviz.engine.writes import has_moved
     from attnviz.measures.compare import compare_fields
 
-    fields = ("weights", "moved") if has_moved(a) and has_moved(b) else ("weights",)
+    fields = ("weights", "moved") if a.has("moved") and b.has("moved") else ("weights",)
     return compare_fields(a, b, fields)
 
 
@@ -119,9 +118,9 @@ def pair_figures(a: Trace, b: Trace, sel: Selection, table: pd.DataFrame) -> lis
     figs = []
     for which, trace in (("a", a), ("b", b)):
         w, full = head_map(trace, layer, head, PICTURE_SIDE, field)  # [q, k], or pooled
-        lt = trace.layers[layer]
-        whole = tuple(w.shape) == full and not lt.in_bands  # a pooled map has no cells to blank
-        marks = Marks.of_mask(lt.block("mask", head) if whole else None)  # masked: blank
+        whole = tuple(w.shape) == full  # a pooled map has no cells to blank
+        mask = trace.layers[layer].block("mask", head) if whole else None  # [q, k], w's size
+        marks = Marks.of_mask(mask)  # masked: blank
         figs.append(draw_map(
             w, Axis(trace.key_tokens, tr("w.key"), ticks=None),
             Axis(trace.tokens, tr("w.query"), ticks=None),

@@ -72,7 +72,6 @@ def head_stats_frame(trace: Trace, field: str = "weights") -> pd.DataFrame:
     weights and of moved on special tokens and punctuation (engine.stats.special_share) where
     the trace has the per-key norms. A trace without special tokens (a model that adds none) has
     no column on them (all 0) nor "both" (punctuation again)."""
-    from attnviz.engine.writes import has_moved
     from attnviz.measures.stats import special_share
 
     stats = head_stats(trace, field)
@@ -94,7 +93,7 @@ def head_stats_frame(trace: Trace, field: str = "weights") -> pd.DataFrame:
             row.update({name: float(value[layer, head]) for name, value in stats.items()})
             rows.append(row)
     table = pd.DataFrame(rows)
-    if has_moved(trace):
+    if trace.has("moved"):
         shares = special_share(trace).drop(columns=["layer", "head"])
         if not any(trace.special.values()):
             shares = shares.drop(columns=[c for c in shares if c.endswith(("_special", "_both"))])

@@ -9,7 +9,6 @@ from typing import Any
 import streamlit as st
 
 from attnviz.engine.trace import Trace
-from attnviz.engine.writes import has_moved
 from attnviz.measures.links import default_query
 from attnviz.serve import bandpool
 from attnviz.ui import url
@@ -181,7 +180,7 @@ def pick_field(trace: Trace) -> str:
     """ "weights | moved": what the view's maps show (moved: each weight times the size of what
     its key sends, attnviz.engine.writes), kept in the URL. A trace without the per-key norms
     (attention weights alone) has weights only."""
-    if not has_moved(trace):
+    if not trace.has("moved"):
         return "weights"
     return _switch("field", list(FIELDS))
 
