@@ -72,7 +72,8 @@ class FrozenNorm:
     bias, P centring (LayerNorm) or not (RMSNorm). `apply` is the linear part, without the bias."""
 
     centre: bool
-    scale: float  # the position's std (LayerNorm) or rms (RMSNorm), eps included
+    scale: float | torch.Tensor  # the position's std (LayerNorm) or rms (RMSNorm), eps included;
+    # [rows, 1] when frozen at several positions at once
     weight: torch.Tensor  # [d_model] float64 CPU; Gemma's (1 + w) already added
     bias: torch.Tensor | None  # [d_model] float64 CPU
 
@@ -86,23 +87,24 @@ class FrozenNorm:
 
 def freeze(norm: Any, x: torch.Tensor) -> FrozenNorm:
     """`norm` (nn.LayerNorm, or an RMSNorm of Llama, Gemma, Qwen, Mistral... kind) frozen at the
-    input x [d_model], on the CPU in float64; checked against the module itself (run where it
-    lives, in its dtype), so a norm of another kind is refused."""
+    input x [d_model] (a float scale), or at each row of x [rows, d_model] (a [rows, 1] scale),
+    on the CPU in float64; checked against the module itself (run where it lives, in its dtype),
+    so a norm of another kind is refused."""
     x64 = x.detach().to("cpu", torch.float64)
     weight = getattr(norm, "weight", None)
     d = x.shape[-1]
     weight = torch.ones(d, dtype=torch.float64) if weight is None else weight.double().cpu()
     if isinstance(norm, torch.nn.LayerNorm):
         centre, bias = True, None if norm.bias is None else norm.bias.double().cpu()
-        scale = float((x64.var(unbiased=False) + norm.eps).sqrt())
+        scale = (x64.var(-1, unbiased=False, keepdim=True) + norm.eps).sqrt()
     else:
         eps = getattr(norm, "variance_epsilon", None)
         eps = getattr(norm, "eps", 1e-6) if eps is None else eps
         centre, bias = False, None
-        scale = float((x64.pow(2).mean() + eps).sqrt())
+        scale = (x64.pow(2).mean(-1, keepdim=True) + eps).sqrt()
         if type(norm).__name__.startswith("Gemma"):  # Gemma scales by (1 + w)
             weight = 1.0 + weight
-    frozen = FrozenNorm(centre, scale, weight, bias)
+    frozen = FrozenNorm(centre, float(scale) if x64.dim() == 1 else scale, weight, bias)
     param = next(norm.parameters(), None)
     where = {} if param is None else {"device": param.device, "dtype": param.dtype}
     with torch.inference_mode():
