@@ -72,16 +72,29 @@ def _cols(g: int, d_head: int) -> slice:
     return slice(g * d_head, (g + 1) * d_head)
 
 
-def project(parts: list[Part], side: Side, g: int, d_head: int, rope: tuple | None) -> Projected:
-    """The parts (each [positions, d_model]) through head group g's columns of one side: the
-    projection, its bias as a part of its own, the q/k norm frozen at the position's whole
-    projection, then the rotation at each position (`rope`: the family's function, cos, sin)."""
+def projection(parts: list[Part], side: Side) -> tuple[torch.Tensor, list[tuple]]:
+    """The parts (each [positions, d_model]) through one side's whole projection, its bias a
+    part of its own: [part, position, heads * d_head] and the parts' labels."""
     x = torch.stack([p.vector for p in parts])  # [part, pos, d_model]
     full = x @ side.weight  # [part, pos, heads * d_head]
     labels = [_label(p) for p in parts]
     if side.bias is not None:
         full = torch.cat([full, side.bias.expand(1, x.shape[1], -1)])
         labels.append(("projection bias", None, None))
+    return full, labels
+
+
+def project(
+    parts: list[Part] | tuple[torch.Tensor, list[tuple]],
+    side: Side,
+    g: int,
+    d_head: int,
+    rope: tuple | None,
+) -> Projected:
+    """The parts (or their `projection`) through head group g's columns of one side: the
+    projection, the q/k norm frozen at the position's whole projection, then the rotation at
+    each position (`rope`: the family's function, cos, sin)."""
+    full, labels = projection(parts, side) if isinstance(parts, list) else parts
     cols = _cols(g, d_head)
     out = full[..., cols]  # [part, pos, d_head]
     if side.norm is not None:

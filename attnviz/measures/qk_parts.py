@@ -13,6 +13,7 @@ MLP as what its layer added less what its attention wrote.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,11 +48,11 @@ def _names(stack: Stack, upto: tuple[int, int] | None) -> dict[str, Any]:
         mods[f"{p}embnorm"] = stack.embedding_norm
     for i, layer in enumerate(stack.layers):
         mods[f"{p}layer{i}"] = layer
+        if stack.pre_norms[i] is not None:
+            mods[f"{p}pre{i}"] = stack.pre_norms[i]
         for b, block in enumerate(stack.blocks[i]):
             mods[f"{p}att{i}.{b}"] = block.attention
             if (i, b) == upto:
-                if b == 0 and stack.pre_norms[i] is not None:
-                    mods[f"{p}pre{i}"] = stack.pre_norms[i]
                 return mods
             mods[f"{p}wo{i}.{b}"] = block.w_o
             if stack.post_norms[i]:
@@ -135,10 +136,11 @@ def _writes(stack: Stack, block: Block, got: States, i: int, b: int) -> list[Par
     return parts
 
 
-def walk(stack: Stack, got: States, upto: tuple[int, int] | None) -> list[Part]:
-    """The parts of what block `upto` (layer, index) reads, through its pre-attention norm; or
-    of the stack's output (None). Each post-LN norm and the block's input are checked against
-    what the model computed."""
+def block_inputs(stack: Stack, got: States) -> Iterator[tuple[int, int, list[Part]]]:
+    """For each block in order, (layer, index, the parts of what it reads, through its
+    pre-attention norm); then (-1, -1, the parts of the stack's output). Each post-LN norm and
+    each block's input is checked against what the model computed; the states read may stop at
+    any block (the walk is not taken further than it is consumed)."""
     p = stack.prefix
     parts = _embeddings(stack, got)
     if stack.embedding_norm is not None:
@@ -146,8 +148,7 @@ def walk(stack: Stack, got: States, upto: tuple[int, int] | None) -> list[Part]:
     for i in range(len(stack.layers)):
         start, norms = len(parts), stack.post_norms[i]
         for b, block in enumerate(stack.blocks[i]):
-            if (i, b) == upto:
-                return _block_input(stack, got, parts, i, b)
+            yield i, b, _block_input(stack, got, parts, i, b)
             parts += _writes(stack, block, got, i, b)
             if norms:
                 _check(parts, got.inputs[f"{p}layer{i}.norm{b}"], f"layer {i}'s norm {b}")
@@ -161,16 +162,33 @@ def walk(stack: Stack, got: States, upto: tuple[int, int] | None) -> list[Part]:
             parts.append(Part("mlp", i, None, change - _total(parts[start:])))
     if stack.final_norm is not None:
         _through(parts, stack.final_norm, got.inputs[f"{p}final"], None)
-    return parts
+    yield -1, -1, parts
+
+
+def walk(stack: Stack, got: States, upto: tuple[int, int] | None) -> list[Part]:
+    """The parts of what block `upto` (layer, index) reads; or of the stack's output (None)."""
+    want = (-1, -1) if upto is None else upto
+    return next(parts for i, b, parts in block_inputs(stack, got) if (i, b) == want)
 
 
 def _block_input(stack: Stack, got: States, parts: list[Part], i: int, b: int) -> list[Part]:
+    """Copies of the parts, through the block's pre-attention norm (pre-LN, first block)."""
     p = stack.prefix
+    out = [Part(q.kind, q.layer, q.head, q.vector, q.part) for q in parts]
     pre = stack.pre_norms[i] if b == 0 else None
     if pre is not None:
-        _through(parts, pre, got.inputs[f"{p}pre{i}"], i)
-    _check(parts, got.inputs[f"{p}att{i}.{b}"], f"the input of layer {i}'s attention")
-    return parts
+        _through(out, pre, got.inputs[f"{p}pre{i}"], i)
+    _check(out, got.inputs[f"{p}att{i}.{b}"], f"the input of layer {i}'s attention")
+    return out
+
+
+def stack_parts(
+    model: LoadedModel, trace: Trace, part: str, positions: list[int]
+) -> tuple[Stack, Iterator[tuple[int, int, list[Part]]], States]:
+    """Every block's input parts of one stack at `positions`, from one whole rerun."""
+    stack = stack_of(model, part)
+    got = read_states(model, trace, _names(stack, None), positions, None, stack.part != "encoder")
+    return stack, block_inputs(stack, got), got
 
 
 def block_parts(

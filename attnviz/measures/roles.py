@@ -46,6 +46,7 @@ import math
 import tomllib
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -81,8 +82,15 @@ _PREFIXES = ("##", "Ġ", "▁")  # word-piece markers stripped before the punctu
 _ALL = (*SCORES, *EXTRA)
 KEYS = ("part", "layer", "head")
 # role_sums' columns: the text, the head, then per score its sum, count, top value, row and key.
-SUM_COLUMNS = ("text", *KEYS, "n_repeats") + tuple(
-    f"{s}_{what}" for s in _ALL for what in ("sum", "n", "top", "row", "key")
+# Why each head looks where it looks (measures/qk_sources.py): its top-weight logits summed by
+# source over every query row; qk_n counts the texts measured (0 where the atlas had no model).
+QK_SOURCES = ("position", "token", "heads", "mlp", "bias")
+QK_COLUMNS = tuple(f"qk_{s}" for s in QK_SOURCES)
+SUM_COLUMNS = (
+    ("text", *KEYS, "n_repeats")
+    + tuple(f"{s}_{what}" for s in _ALL for what in ("sum", "n", "top", "row", "key"))
+    + tuple(f"{c}_sum" for c in QK_COLUMNS)
+    + ("qk_n",)
 )
 
 
@@ -139,16 +147,20 @@ def role_sums(
     text_ids: Sequence[int] | None = None,
     progress: Callable[[int, int], object] | None = None,
     total: int | None = None,
+    sources: Callable[[Trace], dict] | None = None,
 ) -> pd.DataFrame:
     """Every head's sums on every text: one row per (text, part, layer, head) with SUM_COLUMNS
     (per score its sum and count of row values, and the largest with its row and key), folded in
     one trace at a time, so a generator holds one trace at a time. `text_ids`: each trace's text
-    number (default 0, 1, ...); `progress(done, total)` after each trace. merge_sums pools them."""
+    number (default 0, 1, ...); `progress(done, total)` after each trace. merge_sums pools them.
+    `sources(trace)`: {(part, layer): [heads, 5]} the qk_* sums (qk_sources.source_sums with
+    the model bound); None leaves them 0 with qk_n 0."""
     if total is None and isinstance(traces, Sequence):
         total = len(traces)
     cols: dict[str, list] = {name: [] for name in SUM_COLUMNS}
     for t, trace in enumerate(traces):
         text = t if text_ids is None else int(text_ids[t])
+        why = {} if sources is None else sources(trace)
         for sub in _parts(trace):
             part, cross = _part_name(sub), sub.is_cross
             pairs = [] if cross else repeats(sub.tokens)
@@ -166,6 +178,10 @@ def role_sums(
                     cols[f"{s}_n"].append(np.full(h, a.n))
                     for what, value in (("top", a.top), ("row", a.row), ("key", a.key)):
                         cols[f"{s}_{what}"].append(value.numpy())
+                found = why.get((part, li))
+                for c, col in enumerate(QK_COLUMNS):
+                    cols[f"{col}_sum"].append(np.zeros(h) if found is None else found[:, c])
+                cols["qk_n"].append(np.full(h, 0 if found is None else 1))
         if progress is not None:
             progress(t + 1, total if total is not None else t + 1)
     return _typed(cols)
@@ -214,7 +230,8 @@ def merge_sums(sums: pd.DataFrame) -> pd.DataFrame:
         raise ValueError("no text was measured: the atlas is empty")
     sums = sorted_sums(sums)
     groups = sums.groupby(list(KEYS), sort=False)
-    added = [f"{s}_{what}" for s in _ALL for what in ("sum", "n")] + ["n_repeats"]
+    added = [f"{s}_{what}" for s in _ALL for what in ("sum", "n")] + ["n_repeats", "qk_n"]
+    added += [f"{c}_sum" for c in QK_COLUMNS]
     totals = groups[added].sum()  # [head rows]
     best = {s: sums.loc[groups[f"{s}_top"].idxmax().to_numpy()] for s in _ALL}
     heads = totals.index.to_frame(index=False)
@@ -230,6 +247,7 @@ def merge_sums(sums: pd.DataFrame) -> pd.DataFrame:
         passed = roles_passed(row)
         row["role"], row["roles"] = passed[0], ",".join(passed)
         row["n_repeats"] = int(totals["n_repeats"].iat[at])
+        row |= _qk_shares(totals, at)
         shown = _shown_score(row)
         ex = best[shown].iloc[at]
         found = ex[f"{shown}_top"] > float("-inf")
@@ -239,8 +257,18 @@ def merge_sums(sums: pd.DataFrame) -> pd.DataFrame:
             row[name] = int(ex[col]) if found else -1
         rows.append(row)
     columns = [*KEYS, *SCORES, *EXTRA, "role", "roles", "n_repeats"]
-    columns += ["example_score", "example_text", "example_row", "example_key"]
+    columns += ["example_score", "example_text", "example_row", "example_key", *QK_COLUMNS]
     return pd.DataFrame(rows, columns=columns)
+
+
+def _qk_shares(totals: pd.DataFrame, at: int) -> dict[str, float]:
+    """A head's qk_* columns: each source's summed logit over the sources' summed sizes (signed;
+    their absolute values add up to 1), NaN where no text was measured."""
+    sums = np.array([totals[f"{c}_sum"].iat[at] for c in QK_COLUMNS], dtype=np.float64)
+    size = np.abs(sums).sum()
+    if not totals["qk_n"].iat[at] or size == 0:
+        return dict.fromkeys(QK_COLUMNS, float("nan"))
+    return {c: float(v / size) for c, v in zip(QK_COLUMNS, sums, strict=True)}
 
 
 def roles_passed(scores: dict[str, float]) -> tuple[str, ...]:
@@ -354,7 +382,12 @@ def head_role_sums(
     """role_sums of `model` on `texts` (head_roles' arguments): the atlas before merging, which
     merge_sums turns into head_roles' frame and text_scores slices by text."""
     texts = checked_texts(probe_list("en") if texts is None else texts)
-    return role_sums(_tracer(model)(texts), progress=progress, total=len(texts))
+    sources = None
+    if type(model).__name__ == "LoadedModel":
+        from attnviz.measures.qk_sources import source_sums
+
+        sources = partial(source_sums, model)
+    return role_sums(_tracer(model)(texts), progress=progress, total=len(texts), sources=sources)
 
 
 def head_roles(
@@ -369,5 +402,10 @@ def head_roles(
     key). `model`: load_model()'s model (encoder, decoder or encoder-decoder: each part's blocks
     get rows), a StackConfig (the toy stack) or a function text -> Trace. Each text is traced
     alone, through the same checks and limits as trace_model; `progress(done, total)` is called
-    after each text."""
+    after each text. For a loaded model, qk_position, qk_token, qk_heads, qk_mlp and qk_bias say
+    why each head looks where it looks: its top-weight logits (each query row with the key it
+    weighs most) split by what the query and key carry (measures/qk_sources.py: position
+    embeddings and RoPE's rotation, the tokens' embeddings, earlier heads, MLPs, biases), summed
+    over every row and text, each over the five sums' total size (signed; NaN for a StackConfig
+    or a function, which give no model to split)."""
     return merge_sums(head_role_sums(model, texts, progress))

@@ -134,25 +134,87 @@ def read_states(
 ) -> States:
     """Run the trace's input again and read `mods` (name -> module) at `positions` of the
     tokens (the decoder's when `decoder`), stopping after module `last` has run (None: the whole
-    forward). A causal decoder runs only the tokens up to the last position asked for."""
+    forward). A decoder runs only the positions asked for (`_positions_only`); an encoder or an
+    encoder-decoder runs its whole input."""
     if trace.source != model.name:
         raise ValueError(f"this trace comes from {trace.source!r}, not from {model.name!r}")
+    positions = list(positions)
+    if model.kind == "decoder":
+        return _positions_only(model, trace, mods, positions, last)
     tokens = decoder_part(model, trace) if decoder else trace
     n = _real_length(tokens)
-    if model.kind == "decoder" or (decoder and model.kind == "encoder-decoder"):
+    if decoder and model.kind == "encoder-decoder":
         n = max(positions) + 1  # causal: nothing later reaches these positions
-    got = States(positions=list(positions))
-    dev = torch.device(model.device)
-    inputs = _inputs(model, trace, n, dev, decoder)
-    hooks = _hooks(mods, torch.tensor(positions), got, last)
+    got = States(positions=positions)
+    inputs = _inputs(model, trace, n, torch.device(model.device), decoder)
+    _run(model, trace, inputs, _hooks(mods, torch.tensor(positions), got, last))
+    _reached(got, last)
+    return got
+
+
+def _run(model: LoadedModel, trace: Trace, inputs: dict[str, Any], hooks: Any) -> None:
     with torch.inference_mode(), hooks, suppress(_Done):
         model.model(**inputs, attnviz_call=Call(_knobs(model, trace)), **_no_logits(model))
-    missing = [name for name in mods if got.inputs.get(name) is None]
-    if last is not None and last in missing:
+
+
+def _reached(got: States, last: str | None) -> None:
+    if last is not None and got.inputs.get(last) is None:
         raise RuntimeError(
             f"the rerun never reached {last}: this model is not laid out as expected"
         )
+
+
+def _positions_only(
+    model: LoadedModel, trace: Trace, mods: dict[str, Any], positions: list[int], last: str | None
+) -> States:
+    """A decoder's states at `positions` without running the rest of its input: everything a
+    layer does outside attention acts on each position alone, and the trace holds what every
+    attention block gave at every position (z, silenced heads 0). So the tokens at `positions`
+    alone go through the model with their own position ids, and each block's output projection
+    is handed the trace's z there instead of what attention computed over those few tokens."""
+    dev = torch.device(model.device)
+    n = _real_length(trace)
+    if max(positions) >= n:
+        raise ValueError(f"position {max(positions)} is outside the {n} tokens of this input")
+    ids = _ids(model, trace, n)[:, positions].to(dev)
+    at = torch.tensor(positions)
+    inputs = {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "position_ids": at.unsqueeze(0).to(dev),
+    }
+    got = States(positions=positions)
+    rows = torch.arange(len(positions))
+    with _traced_z(model, trace, at):
+        _run(model, trace, inputs, _hooks(mods, rows, got, last))
+    _reached(got, last)
     return got
+
+
+@contextmanager
+def _traced_z(model: LoadedModel, trace: Trace, at: torch.Tensor) -> Iterator[None]:
+    """Each block's output projection reads the trace's z at positions `at`, not its input."""
+    me = threading.get_ident()
+
+    def hook(layer: int):
+        def swap(module, args, kwargs):
+            if threading.get_ident() != me:
+                return None
+            x = args[0] if args else kwargs["input"]
+            z = trace.layers[layer].stored("z")[:, at.to(trace.layers[layer].device)]  # [h, P, d]
+            z = z.transpose(0, 1).reshape(1, len(at), -1).to(x.device, x.dtype)
+            return (z, *args[1:]), kwargs
+
+        return swap
+
+    handles = [
+        b.w_o.register_forward_pre_hook(hook(b.layer), with_kwargs=True) for b in model.blocks
+    ]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def _no_logits(model: LoadedModel) -> dict[str, Any]:

@@ -1,0 +1,186 @@
+"""The logit split (measures/qk.py) over many cells: every key one query may see, with the parts
+of one side (which part makes each key win), and every head's top-weight cells pooled by what
+the parts are made of (the atlas's "why" columns).
+
+A part's source: the position it sits at (a position embedding), the token there (the token's
+embedding, the segment's), earlier heads, MLPs, or a constant (a bias). A pair of a query-side
+part and a key-side part gives half its score to each side's source. With RoPE, position is not
+a part of the stream but a rotation of q and k: the logit less the same sum with neither side
+rotated is the rotation's, counted as position; the rest is split as above. The five sources add
+up to the logit.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from attnviz.engine.attention import kv_head
+from attnviz.engine.hooked.families import CROSS
+from attnviz.engine.hooked.loading import LoadedModel
+from attnviz.engine.hooked.readout import block_of
+from attnviz.engine.hooked.stacks import sides
+from attnviz.engine.trace import Trace
+from attnviz.measures.qk import (
+    SOURCE,
+    SOURCES,
+    Projected,
+    _check_head,
+    _position,
+    _rope,
+    _traced,
+    _where,
+    project,
+    projection,
+)
+from attnviz.measures.qk_parts import Part, block_parts, stack_parts
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+CHUNK = 64  # positions walked at once for the per-key form (parts x 64 x d_model float64)
+
+
+def _grouped(parts: list[Part]) -> list[Part]:
+    """The parts summed by source, one part per source (SOURCES' order; zeros where none)."""
+    like = parts[0].vector
+    sums = {s: torch.zeros_like(like) for s in SOURCES}
+    for p in parts:
+        sums[SOURCE[p.kind]] = sums[SOURCE[p.kind]] + p.vector
+    return [Part(s, None, None, v) for s, v in sums.items()]
+
+
+def qk_keys(
+    model: LoadedModel,
+    trace: Trace,
+    layer: int,
+    head: int,
+    query: int,
+    side: str = "key",
+    part: str | None = None,
+) -> pd.DataFrame:
+    """For one query, every key it may see with its logit split over one side's parts, the
+    other side whole: side="key" gives (k part at j) · q_i × scale per key j and key-side part,
+    side="query" (q part at i) · k_j × scale. Columns: key, kind, layer, head (<NA> where a part
+    has none), score; per key the scores add up to its logit. attrs: query, side, logits (per
+    key, in the frame's key order), tokens (the keys' tokens)."""
+    import pandas as pd
+
+    if side not in ("key", "query"):
+        raise ValueError(f"side={side!r} must be 'key' or 'query'")
+    part, tr = _where(trace, model, part)
+    traced = _traced(tr, layer)
+    _check_head(traced, head)
+    i = _position(query, traced.n_q, "query")
+    keys = torch.nonzero(traced.block("mask", head, [i])[0]).reshape(-1).tolist()
+    block = block_of(model, part, layer)
+    if block.part == CROSS:
+        raise ValueError("the per-key form reads one stack: pick a cell of a cross block instead")
+    scale = float(traced.scale)
+    q_side, k_side = sides(block, model.d_head)
+    g = kv_head(head, block.n_heads, block.n_kv_heads)
+    q_i = traced.head("q", head)[i].double()  # [d_head]
+    k_all = traced.head("k", g).double()  # [n_k, d_head]
+    frames, labels = [], None
+    for c0 in range(0, len(keys), CHUNK):
+        chunk = keys[c0 : c0 + CHUNK]
+        at = sorted(set(chunk) | ({i} if side == "query" else set()))
+        parts, cos_sin = block_parts(model, trace, block, at)
+        if side == "key":
+            rows = [at.index(j) for j in chunk]
+            k = project([_row(p, rows) for p in parts], k_side, g, model.d_head,
+                        _rope(block, cos_sin, rows))  # fmt: skip
+            s = torch.einsum("pkd,d->kp", k.vectors, q_i) * scale  # [keys, parts]
+        else:
+            row = [at.index(i)]
+            q = project([_row(p, row) for p in parts], q_side, head, model.d_head,
+                        _rope(block, cos_sin, row))  # fmt: skip
+            s = (k_all[chunk] @ q.vectors[:, 0].T) * scale  # [keys, parts]
+            k = q
+        labels = k.labels
+        frames.append(s)
+    scores = torch.cat(frames)  # [keys, parts]
+    kinds, layers, heads = zip(*labels, strict=True)
+    n_parts = len(labels)
+    table = pd.DataFrame({
+        "key": np.repeat(np.array(keys), n_parts),
+        "kind": np.tile(np.array(kinds, dtype=object), len(keys)),
+        "layer": pd.array(np.tile(np.array(layers, dtype=object), len(keys)), dtype="Int64"),
+        "head": pd.array(np.tile(np.array(heads, dtype=object), len(keys)), dtype="Int64"),
+        "score": scores.reshape(-1).numpy(),
+    })  # fmt: skip
+    key_tokens = tr.key_tokens or tr.tokens
+    table.attrs.update(
+        query=i, side=side, logits=scores.sum(1).tolist(),
+        tokens=[key_tokens[j] for j in keys], layer=layer, head=head,
+    )  # fmt: skip
+    return table
+
+
+def _row(p: Part, rows: list[int]) -> Part:
+    return Part(p.kind, p.layer, p.head, p.vector[rows], p.part)
+
+
+def _folded(side: Projected) -> Projected:
+    """A projection's bias (its last part, where it has one) added to the "bias" source."""
+    if len(side.labels) == len(SOURCES):
+        return side
+    at = SOURCES.index("bias")
+    vectors, plain = side.vectors[:-1].clone(), side.plain[:-1].clone()
+    vectors[at] += side.vectors[-1]
+    plain[at] += side.plain[-1]
+    return Projected(side.labels[:-1], vectors, plain)
+
+
+def _shares(m: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Per cell [cells, C, C] scores by (query source, key source) and the same unrotated: the
+    sources' sums [cells, C], the rotation counted as position."""
+    out = (u.sum(2) + u.sum(1)) / 2  # [cells, C]
+    out[:, SOURCES.index("position")] += m.sum((1, 2)) - u.sum((1, 2))
+    return out
+
+
+def source_sums(model: LoadedModel, trace: Trace) -> dict[tuple[str, int], np.ndarray]:
+    """Every head's top-weight cells (each query row with the key it weighs most) split by
+    source and summed over the rows: {(part, layer): [heads, len(SOURCES)] float64}, the row
+    count being the number of query rows with a key. One rerun a stack (cross blocks left out:
+    their keys come from another stack)."""
+    out: dict[tuple[str, int], np.ndarray] = {}
+    parts_of = ("encoder", "decoder") if model.kind == "encoder-decoder" else (None,)
+    for name in parts_of:
+        part, tr = _where(trace, model, name)
+        n = len(tr.tokens)
+        stack, walk, got = stack_parts(model, trace, part, list(range(n)))
+        for i, b, parts in walk:
+            if i < 0:
+                break
+            block = stack.blocks[i][b]
+            if block.part == CROSS:
+                continue
+            cos_sin = got.extra.get(f"{stack.prefix}att{i}.{b}")
+            out[(block.part, i)] = _layer_sources(model, tr, block, _grouped(parts), cos_sin)
+    return out
+
+
+def _layer_sources(model, tr: Trace, block, grouped: list[Part], cos_sin) -> np.ndarray:
+    traced = tr.layers[block.layer]
+    q_side, k_side = sides(block, model.d_head)
+    rows = list(range(traced.n_q))
+    rope = _rope(block, cos_sin, rows)
+    sums = np.zeros((block.n_heads, len(SOURCES)))
+    q_full, k_full = projection(grouped, q_side), projection(grouped, k_side)
+    for h in range(block.n_heads):
+        g = kv_head(h, block.n_heads, block.n_kv_heads)
+        q = _folded(project(q_full, q_side, h, model.d_head, rope))  # [C, n, d]
+        k = _folded(project(k_full, k_side, g, model.d_head, rope))
+        w = traced.block("weights", h)  # [n, n]
+        live = w.sum(1) > 0
+        top = w.argmax(1)
+        qi, kj = torch.nonzero(live).reshape(-1), top[live]
+        m = q.vectors[:, qi].transpose(0, 1) @ k.vectors[:, kj].permute(1, 2, 0)  # [i, C, C]
+        u = q.plain[:, qi].transpose(0, 1) @ k.plain[:, kj].permute(1, 2, 0)
+        m, u = m * traced.scale, u * traced.scale
+        sums[h] = _shares(m, u).sum(0).numpy()
+    return sums
