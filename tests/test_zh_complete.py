@@ -31,7 +31,7 @@ ALLOWED = set(
     split_heads repeat_interleave diag expand scale
     MHA MQA GQA FLOPs FLOP KiB MiB GiB KB MB GB ppl BLEU BERT MiniLM fp16 fp32 bf16 int8
     cpu cuda GPU CPU CSV JSON PNG URL Hugging Face PyTorch torch PyPI
-    softmax exp max log logit logits Concat concat LayerNorm BatchNorm ReLU FFN PE RoPE
+    softmax exp max log logit logits Concat concat LayerNorm BatchNorm ReLU FFN MLP PE RoPE
     CLS SEP UNK PAD MASK Transformer nats batch seq
     e alpha delta Delta sqrt frac top Sublayer Var split_head inf nan NaN X_kv
     float32 float16 bfloat16 NumPy attnviz

@@ -60,12 +60,14 @@ def qk_keys(
     query: int,
     side: str = "key",
     part: str | None = None,
+    keys: list[int] | None = None,
 ) -> pd.DataFrame:
     """For one query, every key it may see with its logit split over one side's parts, the
     other side whole: side="key" gives (k part at j) · q_i × scale per key j and key-side part,
     side="query" (q part at i) · k_j × scale. Columns: key, kind, layer, head (<NA> where a part
-    has none), score; per key the scores add up to its logit. attrs: query, side, logits (per
-    key, in the frame's key order), tokens (the keys' tokens)."""
+    has none), score; per key the scores add up to its logit. `keys`: these keys only (each one
+    the row may see; default every one). attrs: query, side, logits (per key, in the frame's key
+    order), tokens (the keys' tokens)."""
     import pandas as pd
 
     if side not in ("key", "query"):
@@ -74,7 +76,13 @@ def qk_keys(
     traced = _traced(tr, layer)
     _check_head(traced, head)
     i = _position(query, traced.n_q, "query")
-    keys = torch.nonzero(traced.block("mask", head, [i])[0]).reshape(-1).tolist()
+    seen = torch.nonzero(traced.block("mask", head, [i])[0]).reshape(-1).tolist()
+    if keys is None:
+        keys = seen
+    else:
+        keys = sorted({_position(j, traced.n_k, "key") for j in keys})
+        if set(keys) - set(seen):
+            raise ValueError(f"query {i} may not attend to keys {sorted(set(keys) - set(seen))}")
     block = block_of(model, part, layer)
     if block.part == CROSS:
         raise ValueError("the per-key form reads one stack: pick a cell of a cross block instead")

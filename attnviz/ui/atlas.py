@@ -248,6 +248,10 @@ def head_table(rows: pd.DataFrame) -> None:
     shown = shown.rename(columns=names)
     fmt = {names[s]: st.column_config.NumberColumn(format="%.3f") for s in roles.SCORES}
     fmt[names["distance"]] = st.column_config.NumberColumn(format="%.1f")
+    for c in roles.QK_COLUMNS:
+        if c in shown.columns:
+            shown = shown.rename(columns={c: t(f"col.{c}")})
+            fmt[t(f"col.{c}")] = st.column_config.NumberColumn(format="%.2f")
     table(shown, hide_index=True, column_config=fmt)
 
 

@@ -77,7 +77,22 @@ def head_card(model, atlas: Atlas, row: pd.Series, part: str) -> None:
             ))  # fmt: skip
         if whole and (model is not None or _openable(atlas.model)):
             detail_link(atlas.model, text, part, layer, head, (i, k), "at_open_example")
+            if part != "cross":
+                detail_link(atlas.model, text, part, layer, head, (i, k), "at_open_why", why=True)
+    why_shares(row)
     strongest_texts(atlas, part, layer, head, shown)
+
+
+def why_shares(row: pd.Series) -> None:
+    """Why this head looks where it looks, pooled over the texts: its top-weight logits split by
+    what the query and key carry (head_roles' qk_* columns), where the atlas measured them."""
+    values = [row.get(c) for c in roles.QK_COLUMNS]
+    if any(v is None or pd.isna(v) for v in values):
+        return
+    parts = " · ".join(f"{t(f'col.{c}')} {v:+.0%}" for c, v in zip(roles.QK_COLUMNS, values,
+                                                                       strict=True))  # fmt: skip
+    st.markdown(t("at.why_shares", parts=parts))
+    st.caption(t("at.why_help"))
 
 
 def example_value(score: str, value: float) -> str:
@@ -120,14 +135,24 @@ def _snippet(text: str, most: int = 120) -> str:
 
 
 def detail_link(
-    model_name: str, text: str, part: str, layer: int, head: int, mark: tuple[int, int], key: str
+    model_name: str,
+    text: str,
+    part: str,
+    layer: int,
+    head: int,
+    mark: tuple[int, int],
+    key: str,
+    why: bool = False,
 ) -> None:
     """A link that opens the Pretrained model page on `text`, Head detail of this head, with the
     (query, key) cell outlined, in a new tab: a fresh session takes the sentence from the link,
     where in this session the sidebar's sentence would overrule ?text= (and st.switch_page
     cannot carry it: the key is bound to a widget)."""
-    params = {"text": text, "view": "detail", "layer": layer, "head": head}
-    params["mark"] = f"{mark[0]},{mark[1]},atlas"  # Head detail says the outline came from here
+    params = {"text": text, "view": "why" if why else "detail", "layer": layer, "head": head}
+    if why:  # Why here on the same cell
+        params |= {"query": mark[0], "why_key": mark[1]}
+    else:
+        params["mark"] = f"{mark[0]},{mark[1]},atlas"  # Head detail says the outline came here
     if model_name in REGISTRY or model_name in TRAINED:
         params["pick"] = model_name  # the Pretrained page's picker, as the Atlas had it
     elif model_name != DEFAULT_NAME:
@@ -136,7 +161,8 @@ def detail_link(
         params["part"] = part
     # Relative to this page (<base>/atlas), so it works behind a reverse proxy's path too.
     href = "pretrained?" + urlencode(params, quote_via=quote)
-    st.link_button(t("at.open_detail"), href, icon=":material/open_in_new:", key=key)
+    label = t("at.open_why" if why else "at.open_detail")
+    st.link_button(label, href, icon=":material/open_in_new:", key=key)
 
 
 def _pick_point() -> None:

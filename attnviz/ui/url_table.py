@@ -143,6 +143,8 @@ TABLE = (
         doc="a query position (One query, Rollout; Link opens on a pronoun and its antecedent)"),
     Key("link_key", EXPLORER, "int", None, "value", lo=0, always=True,
         doc="Link two tokens' key position (default: the key the strongest head links to)"),
+    Key("why_key", ("pretrained",), "int", -1, "value", lo=-1,
+        doc="Why here's key position (-1, the default: the key the head weighs most)"),
     Key("mark", EXPLORER, "text", None, "read",
         doc="q,k[,atlas]: the cell Head detail outlines and where it came from"),
     Key("focus", EXPLORER, "int", None, "value", lo=0, doc="a query whose row every head shows"),

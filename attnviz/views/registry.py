@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from attnviz.engine.trace import Trace
-from attnviz.views import compare, panels, writes
+from attnviz.views import compare, panels, why, writes
 from attnviz.views.selection import Selection
 
 Figures = Callable[[Trace, Selection], "go.Figure | list[go.Figure]"]
@@ -60,13 +60,14 @@ VIEWS: tuple[View, ...] = (
     View("logits", writes.logits_figures, needs="model"),  # each head's push on a token's logit
     View("lens", writes.lens_figures, needs="model"),  # the residual stream read out by layer
     View("compare", compare.compare_figures, HEAD, fields=True, needs="other"),  # two inputs
+    View("why", why.why_figures, HEAD, needs="model", words=False),  # a logit split q x k
 )
 BY_NAME = {view.name: view for view in VIEWS}
 NAMES = tuple(BY_NAME)
 
 
 # The views of a model's language-model head, offered where there is one (a decoder, BART).
-NEEDS_HEAD = tuple(v.name for v in VIEWS if v.needs == "model")
+NEEDS_HEAD = tuple(v.name for v in VIEWS if v.needs == "model" and v.name != "why")
 
 
 def drawn() -> dict[str, Figures]:

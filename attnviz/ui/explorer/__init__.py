@@ -24,6 +24,7 @@ from attnviz.ui.explorer.numbers import one_query, outputs, stats
 from attnviz.ui.explorer.overview import overview
 from attnviz.ui.explorer.pickers import VIEWS, followed_head, pick_unit, pick_view
 from attnviz.ui.explorer.rollout import rollout_view
+from attnviz.ui.explorer.why import why_view
 from attnviz.ui.explorer.writes import lens_view, logits_view
 from attnviz.ui.language import t
 from attnviz.views import registry
@@ -41,6 +42,7 @@ DRAW = {
     "logits": logits_view,
     "lens": lens_view,
     "compare": compare_view,
+    "why": why_view,
 }
 # The views of a trace alone (the Playground's): not those that need a model's head or a second
 # text (the Pretrained page passes every view).

@@ -10,7 +10,10 @@ from attnviz.serve.memos import per_trace
 from attnviz.ui import markup, url
 from attnviz.ui.caching import trace_fragment
 from attnviz.ui.explorer.pickers import (
+    default_query,
+    has_model,
     layer_and_head,
+    open_why,
     pick_field,
     pick_scale,
     pick_window,
@@ -145,3 +148,19 @@ def detail(trace: Trace) -> None:
         )
         url.write("mark", f"{q},{k}" + ("" if source == "link" else f",{source}"))
     head_maps(trace, layer, head, shared, mark, field=field)
+    if has_model(trace) and trace.unit == "pieces":
+        _why_button(trace, layer, head, mark)
+
+
+def _why_button(trace: Trace, layer: int, head: int, mark: tuple[int, int] | None) -> None:
+    """Why here on the outlined cell, else on the query picked in the views (a decoder's last
+    token by default) and the key this head weighs most there."""
+    if mark is None:
+        query = st.session_state.get("query", url.read("query"))
+        n = len(trace.tokens)
+        query = query if isinstance(query, int) and 0 <= query < n else default_query(trace)
+        key = int(trace.layers[layer].block("weights", head, [query])[0].argmax())
+        mark = (query, key)
+    q, k = mark
+    label = t("why.open") + f" ({shown(trace.tokens[q])} → {shown(trace.key_tokens[k])})"
+    st.button(markup.escape(label), on_click=open_why, args=(layer, head, q, k), key="detail_why")

@@ -10,7 +10,14 @@ from attnviz.engine.trace import Trace
 from attnviz.measures.links import default_link
 from attnviz.measures.stats import heads_linking
 from attnviz.ui import markup, url
-from attnviz.ui.explorer.pickers import open_head, pick_field, pick_query, selection
+from attnviz.ui.explorer.pickers import (
+    has_model,
+    open_head,
+    open_why,
+    pick_field,
+    pick_query,
+    selection,
+)
 from attnviz.ui.language import localized, t
 from attnviz.ui.widgets import chart, table
 from attnviz.views import panels
@@ -68,3 +75,6 @@ def link(trace: Trace) -> None:
         args=(best_layer, best_head, "detail", f"{query},{key}"),  # detail outlines this cell
         key="link_open",
     )
+    if has_model(trace) and trace.unit == "pieces":
+        st.button(t("why.open_link", l=best_layer, h=best_head), on_click=open_why,
+                  args=(best_layer, best_head, query, key), key="link_why")  # fmt: skip

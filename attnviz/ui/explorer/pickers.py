@@ -93,6 +93,22 @@ def open_head(layer: int, head: int, view: str | None = None, mark: str | None =
         st.session_state["mark"] = mark
 
 
+def has_model(trace: Trace) -> bool:
+    """Whether the trace came from a pretrained model (Why here reads its modules)."""
+    from attnviz.engine.config import StackConfig
+
+    request = trace.request
+    return request is not None and not isinstance(request.model, StackConfig)
+
+
+def open_why(layer: int, head: int, query: int, key: int) -> None:
+    """Open Why here on one head's (query, key) cell (a callback)."""
+    open_head(layer, head, view="why")
+    st.session_state["query"], st.session_state["why_key"] = int(query), int(key)
+    url.chose("query")
+    url.chose("why_key")
+
+
 def followed_head(trace: Trace) -> tuple[int, int]:
     """The (layer, head) open in the views: their pickers' state, else the URL, else 0."""
 

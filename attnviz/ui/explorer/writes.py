@@ -31,19 +31,20 @@ from attnviz.views.tokens import shown
 TOP = 10  # next tokens offered by the token picker
 
 
-def model_and_run(trace: Trace):
-    """(the loaded model, the whole traced run) for a view that reads the model's head, or None
-    after saying why there is none (the toy stack, a model no longer loaded, an encoder)."""
+def model_and_run(trace: Trace, head: bool = True):
+    """(the loaded model, the whole traced run) for a view that reads the model (`head`: its
+    next-token head), or None after saying why there is none (the toy stack, a model no longer
+    loaded, an encoder when the head is needed)."""
     request = trace.request
     if request is None or isinstance(request.model, StackConfig):
-        st.info(t("wr.no_model"))
+        st.info(t("wr.no_model" if head else "why.no_model"))
         return None
     try:
         model = tracing.model_for(request)
     except LookupError:
         st.info(t("wr.model_gone"))
         return None
-    if model.kind == "encoder":
+    if head and model.kind == "encoder":
         st.info(t("wr.encoder", name=markup.code(model.name)))
         return None
     return model, cached_trace(request, model)
