@@ -53,6 +53,8 @@ __all__ = [
     "grouped",
     "compare",
     "special_share",
+    "qk_attribution",
+    "qk_keys",
 ]
 
 
@@ -66,6 +68,14 @@ def __getattr__(name: str):
         from attnviz.measures import lens
 
         return getattr(lens, name)
+    if name == "qk_attribution":  # why a head looks where it looks: a logit split q x k
+        from attnviz.measures.qk import qk_attribution
+
+        return qk_attribution
+    if name == "qk_keys":
+        from attnviz.measures.qk_sources import qk_keys
+
+        return qk_keys
     if name == "generate":  # attention while a decoder generates (needs transformers)
         from attnviz.engine.generate import generate
 

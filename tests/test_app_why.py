@@ -38,7 +38,7 @@ def test_a_link_opens_a_cell_split_with_the_engines_numbers(char) -> None:
     model, trace = char
     at = open_why(layer="2", head="1", query="30", why_key="27")
     want = qk_attribution(model, trace, 2, 1, 30, key=27)
-    grid = titled(at, "The logit")
+    grid = titled(at, "Query side")
     z = np.asarray(z_of(grid), dtype=float)
     assert z.sum() == pytest.approx(want.attrs["logit"], abs=1e-3)  # the map adds up
     assert f"{want.attrs['logit']:.3f}" in grid["layout"]["title"]["text"]
@@ -60,7 +60,7 @@ def test_the_default_key_is_the_heads_strongest_and_chinese_reads(char) -> None:
     assert at.selectbox(key="why_key").value == -1
     sentence = next(m.value for m in at.markdown if "看向" in m.value)
     assert f"（{best}）" in sentence
-    assert titled(at, "logit")  # the map's title in Chinese starts with "logit"
+    assert titled(at, "查询侧")  # the map's title in Chinese
 
 
 def test_a_link_to_a_masked_key_opens_the_heads_strongest_instead() -> None:
@@ -87,7 +87,7 @@ def test_an_encoder_is_split_too() -> None:
                           "head": "2", "query": "3"})  # fmt: skip
     assert not at.exception, [e.value for e in at.exception]
     assert any("attends from" in m.value for m in at.markdown)
-    grid = titled(at, "The logit")
+    grid = titled(at, "Query side")
     m, rows, cols = pair_matrix(qk_attribution(attnviz.load_model(None), attnviz.trace_model(
         attnviz.load_model(None), "The cat sat on the mat."), 3, 2, 3).assign(
         q_part=lambda d: d.q_kind, k_part=lambda d: d.k_kind))  # fmt: skip

@@ -61,7 +61,7 @@ def trace_config(trace):
     return attnviz.StackConfig(d_model=16, n_heads=4, n_layers=2)
 
 
-@pytest.mark.parametrize("view", ["logits", "lens"])
+@pytest.mark.parametrize("view", ["logits", "lens", "why"])
 def test_the_model_views_draw_with_a_static_fallback_and_need_the_model(view) -> None:
     model = attnviz.load_model("attnviz-char-zh-en", device="cpu")
     trace = attnviz.trace_model(model, "the cat sat on the m")

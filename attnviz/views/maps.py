@@ -69,6 +69,13 @@ class Axis:
         """The position label j is numbered with."""
         return self.start + j if self.positions is None else int(self.positions[j])
 
+    def escaped(self) -> list[str]:
+        """The labels as tick and hover text: tokens as the one rule draws them (spaces as ␣),
+        names (L3H1, "MLP 5") as they are; HTML-escaped either way."""
+        if self.named:
+            return [html.escape(str(t), quote=False) for t in self.tokens]
+        return escape(self.tokens)
+
     def label(self, j: int, tok: str) -> str:
         """Label j as drawn: "position: token", or the name itself for named labels."""
         return tok if self.named else f"{self.number(j)}: {tok}"
@@ -215,7 +222,7 @@ def _heatmap(z: np.ndarray, x: Axis, y: Axis, colour: Colour, marks: Marks, fram
         hidden = to_numpy(torch.as_tensor(marks.masked)).astype(bool) & ~minus_inf
         z[hidden] = np.nan
     n_q, n_k = z.shape
-    xs, ys = escape(x.tokens), escape(y.tokens)
+    xs, ys = x.escaped(), y.escaped()
     # Categories numbered "i: token" keep repeated tokens apart and give hover its labels without
     # a per-cell array (which plotly deep-copies on every update: 50 ms for one 64x64 map).
     x_cat = [x.label(j, tok) for j, tok in enumerate(xs)]

@@ -132,6 +132,25 @@ def _layout_ticks(layout: go.Layout, ax: _Axes) -> list[str]:
     return out
 
 
+def _hbars(b, box: tuple) -> list[str]:
+    """Horizontal bars (categories down the side, values along the bottom), the first at the
+    bottom as Plotly draws them."""
+    cats, vals = list(b.y), _num(b.x)
+    lo, hi = min(0.0, float(np.nanmin(vals))), max(0.0, float(np.nanmax(vals))) or 1.0
+    ax = _Axes((lo, hi), (-0.5, len(cats) - 0.5), box)
+    colours = b.marker.color if b.marker and b.marker.color is not None else "#2f6db3"
+    out = []
+    for i, v in enumerate(vals):
+        c = colours[i] if isinstance(colours, list | tuple) else colours
+        x0, x1 = sorted((float(ax.px(0.0)), float(ax.px(v))))
+        y0, y1 = sorted((float(ax.py(i - 0.4)), float(ax.py(i + 0.4))))
+        out.append(
+            f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" '
+            f'fill="{html.escape(str(c))}"/>'
+        )
+    return out + _ticks(cats, list(range(len(cats))), ax, "y")
+
+
 def figure_svg(fig: go.Figure) -> str:
     """One figure as an <svg> element (a string), sized like the figure."""
     layout = fig.layout
@@ -159,6 +178,8 @@ def figure_svg(fig: go.Figure) -> str:
         xs = list(heat[0].x) if heat[0].x is not None else list(range(cols))
         ys = list(heat[0].y) if heat[0].y is not None else list(range(rows))
         body += _ticks(xs, list(range(cols)), ax, "x") + _ticks(ys, list(range(rows)), ax, "y")
+    elif bars and bars[0].orientation == "h":
+        body += _hbars(bars[0], box)
     elif bars:
         b = bars[0]
         cats = list(b.x) if b.x is not None else list(range(len(b.y)))

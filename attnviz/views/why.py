@@ -114,7 +114,10 @@ def pairs_figure(table: pd.DataFrame, sel: Selection) -> go.Figure:
         hovertemplate="%{y}: %{x:.3f}<extra></extra>",
     ))  # fmt: skip
     fig.update_yaxes(type="category", automargin=True)
-    fig.update_xaxes(title=html.escape(tr("why.score")), gridcolor="#eee", zerolinecolor="#888")
+    lo, hi = min(0.0, float(top["score"].min())), max(0.0, float(top["score"].max()))
+    pad = 0.3 * (hi - lo or 1.0)  # room for the shares printed beside the bars
+    fig.update_xaxes(title=html.escape(tr("why.score")), gridcolor="#eee", zerolinecolor="#888",
+                     range=[lo - (pad if lo < 0 else 0), hi + pad])  # fmt: skip
     return apply_layout(fig, tr("why.pairs_title"), max(320, 30 * len(top) + 120))
 
 
