@@ -91,7 +91,7 @@ def induction(name: str, model, extra: tuple[int, int]) -> None:
     print(f"{name}: {n} tokens, second-copy rows {rows[0]}..{rows[-1]}; atlas previous-token "
           f"heads: {sorted(prev_names)}")  # fmt: skip
     for layer, head in heads:
-        score = table[(table.layer == layer) & (table.head == head)]["induction"].iloc[0]
+        score = table[(table["layer"] == layer) & (table["head"] == head)]["induction"].iloc[0]
         frames = [qk_attribution(model, trace, layer, head, i) for i in rows]
         offset = sum(1 for f in frames if f.attrs["key"] == f.attrs["query"] - half + 1)
         key = shares(frames, "k")
@@ -110,7 +110,7 @@ def minilm() -> None:
     model = attnviz.load_model(None)
     table = atlas("MiniLM", model)
     best = table.sort_values("previous_token", ascending=False).iloc[0]
-    layer, head = int(best.layer), int(best.head)
+    layer, head = int(best["layer"]), int(best["head"])
     pos = tok = rest = total = 0.0
     token_kinds = {"embedding", "token type embedding"}
     for text in roles.probe_list("en")[:8]:

@@ -84,6 +84,36 @@ def projection(parts: list[Part], side: Side) -> tuple[torch.Tensor, list[tuple]
     return full, labels
 
 
+def project_all(
+    parts: list[Part] | tuple[torch.Tensor, list[tuple]],
+    side: Side,
+    d_head: int,
+    rope: tuple | None,
+) -> Projected:
+    """The parts (or their `projection`) through every head of one side: the projection, the
+    q/k norm frozen at each position's own projection (per head, or over all heads: OLMo 2),
+    then the rotation at each position (`rope`: the family's function, cos, sin [pos, d]).
+    `vectors` and `plain` are [part, head, position, d_head]."""
+    full, labels = projection(parts, side) if isinstance(parts, list) else parts
+    n_parts, n, width = full.shape
+    heads = width // d_head
+    out = full.view(n_parts, n, heads, d_head)
+    if side.norm is not None:
+        total = full.sum(0)  # [pos, heads * d_head] the projection the norm sees
+        if side.per_head_norm:
+            frozen = freeze(side.norm, total.reshape(n * heads, d_head).float())
+            out = out / frozen.scale.reshape(n, heads, 1) * frozen.weight
+        else:  # OLMo 2: one norm over every head's columns
+            frozen = freeze(side.norm, total.float())
+            out = (full / frozen.scale * frozen.weight).view(n_parts, n, heads, d_head)
+    out = out.permute(0, 2, 1, 3)  # [part, head, pos, d_head]
+    plain = out
+    if rope is not None:
+        fn, cos, sin = rope
+        out, _ = fn(out, out, cos.double().unsqueeze(0), sin.double().unsqueeze(0))
+    return Projected(labels, out, plain)
+
+
 def project(
     parts: list[Part] | tuple[torch.Tensor, list[tuple]],
     side: Side,
@@ -91,28 +121,9 @@ def project(
     d_head: int,
     rope: tuple | None,
 ) -> Projected:
-    """The parts (or their `projection`) through head group g's columns of one side: the
-    projection, the q/k norm frozen at the position's whole projection, then the rotation at
-    each position (`rope`: the family's function, cos, sin)."""
-    full, labels = projection(parts, side) if isinstance(parts, list) else parts
-    cols = _cols(g, d_head)
-    out = full[..., cols]  # [part, pos, d_head]
-    if side.norm is not None:
-        total = full.sum(0)  # [pos, heads * d_head] the projection the norm sees
-        if side.per_head_norm:
-            frozen = freeze(side.norm, total[:, cols].float())
-            out = out / frozen.scale * frozen.weight
-        else:  # OLMo 2: one norm over every head's columns
-            frozen = freeze(side.norm, total.float())
-            out = out / frozen.scale * frozen.weight[cols]
-    plain = out
-    if rope is not None:
-        fn, cos, sin = rope
-        out, _ = fn(
-            out.unsqueeze(1), out.unsqueeze(1), cos.double().unsqueeze(0), sin.double().unsqueeze(0)
-        )
-        out = out.squeeze(1)
-    return Projected(labels, out, plain)
+    """As project_all, for head g alone: vectors and plain [part, position, d_head]."""
+    every = project_all(parts, side, d_head, rope)
+    return Projected(every.labels, every.vectors[:, g], every.plain[:, g])
 
 
 def _rope(block: Block, cos_sin: tuple | None, rows: list[int]) -> tuple | None:

@@ -13,7 +13,7 @@ MLP as what its layer added less what its attention wrote.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,8 +80,9 @@ def _check(parts: list[Part], want: torch.Tensor, where: str) -> None:
 def _through(parts: list[Part], norm: Any, x: torch.Tensor, layer: int | None) -> None:
     """Every part through `norm` frozen at its input x [positions, d]; its bias a part."""
     frozen = freeze(norm, x)
-    for p in parts:
-        p.vector = frozen.apply(p.vector)
+    through = frozen.apply(torch.stack([p.vector for p in parts]))  # one op for every part
+    for p, v in zip(parts, through, strict=True):
+        p.vector = v
     if frozen.bias is not None:
         parts.append(Part("norm bias", layer, None, frozen.bias.expand_as(parts[0].vector)))
 
@@ -104,17 +105,10 @@ def _writes(stack: Stack, block: Block, got: States, i: int, b: int) -> list[Par
     p = stack.prefix
     z = got.inputs[f"{p}wo{i}.{b}"].double()  # [positions, head * d_head]
     w = w_o_matrix(block).detach().double().cpu()  # [head * d_head, d_model]
-    d_head = z.shape[-1] // block.n_heads
-    parts = [
-        Part(
-            "head",
-            i,
-            h,
-            z[:, h * d_head : (h + 1) * d_head] @ w[h * d_head : (h + 1) * d_head],
-            part=block.part,
-        )
-        for h in range(block.n_heads)
-    ]
+    heads = block.n_heads
+    z = z.view(z.shape[0], heads, -1).transpose(0, 1)  # [head, positions, d_head]
+    writes = torch.bmm(z, w.view(heads, -1, w.shape[-1]))  # [head, positions, d_model]
+    parts = [Part("head", i, h, writes[h], part=block.part) for h in range(heads)]
     bias = w_o_bias(block)
     if bias is not None:
         parts.append(
@@ -136,11 +130,15 @@ def _writes(stack: Stack, block: Block, got: States, i: int, b: int) -> list[Par
     return parts
 
 
-def block_inputs(stack: Stack, got: States) -> Iterator[tuple[int, int, list[Part]]]:
+def block_inputs(
+    stack: Stack, got: States, collapse: Callable[[list[Part]], list[Part]] | None = None
+) -> Iterator[tuple[int, int, list[Part]]]:
     """For each block in order, (layer, index, the parts of what it reads, through its
     pre-attention norm); then (-1, -1, the parts of the stack's output). Each post-LN norm and
     each block's input is checked against what the model computed; the states read may stop at
-    any block (the walk is not taken further than it is consumed)."""
+    any block (the walk is not taken further than it is consumed). `collapse`: parts -> fewer
+    parts adding up to the same (summed by source), applied after each layer: every norm being
+    linear once frozen, sums go through them as their parts would."""
     p = stack.prefix
     parts = _embeddings(stack, got)
     if stack.embedding_norm is not None:
@@ -160,6 +158,8 @@ def block_inputs(stack: Stack, got: States) -> Iterator[tuple[int, int, list[Par
         else:  # pre-LN: how the layer changed the stream, less what its attention wrote
             change = got.outputs[f"{p}layer{i}"].double() - got.inputs[f"{p}layer{i}"].double()
             parts.append(Part("mlp", i, None, change - _total(parts[start:])))
+        if collapse is not None:
+            parts = collapse(parts)
     if stack.final_norm is not None:
         _through(parts, stack.final_norm, got.inputs[f"{p}final"], None)
     yield -1, -1, parts
@@ -183,12 +183,16 @@ def _block_input(stack: Stack, got: States, parts: list[Part], i: int, b: int) -
 
 
 def stack_parts(
-    model: LoadedModel, trace: Trace, part: str, positions: list[int]
+    model: LoadedModel,
+    trace: Trace,
+    part: str,
+    positions: list[int],
+    collapse: Callable[[list[Part]], list[Part]] | None = None,
 ) -> tuple[Stack, Iterator[tuple[int, int, list[Part]]], States]:
     """Every block's input parts of one stack at `positions`, from one whole rerun."""
     stack = stack_of(model, part)
     got = read_states(model, trace, _names(stack, None), positions, None, stack.part != "encoder")
-    return stack, block_inputs(stack, got), got
+    return stack, block_inputs(stack, got, collapse), got
 
 
 def block_parts(

@@ -33,7 +33,7 @@ from attnviz.measures.qk import (
     _traced,
     _where,
     project,
-    projection,
+    project_all,
 )
 from attnviz.measures.qk_parts import Part, block_parts, stack_parts
 
@@ -48,7 +48,8 @@ def _grouped(parts: list[Part]) -> list[Part]:
     like = parts[0].vector
     sums = {s: torch.zeros_like(like) for s in SOURCES}
     for p in parts:
-        sums[SOURCE[p.kind]] = sums[SOURCE[p.kind]] + p.vector
+        source = SOURCE.get(p.kind, p.kind)  # a part summed already is named by its source
+        sums[source] = sums[source] + p.vector
     return [Part(s, None, None, v) for s, v in sums.items()]
 
 
@@ -142,14 +143,6 @@ def _folded(side: Projected) -> Projected:
     return Projected(side.labels[:-1], vectors, plain)
 
 
-def _shares(m: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """Per cell [cells, C, C] scores by (query source, key source) and the same unrotated: the
-    sources' sums [cells, C], the rotation counted as position."""
-    out = (u.sum(2) + u.sum(1)) / 2  # [cells, C]
-    out[:, SOURCES.index("position")] += m.sum((1, 2)) - u.sum((1, 2))
-    return out
-
-
 def source_sums(model: LoadedModel, trace: Trace) -> dict[tuple[str, int], np.ndarray]:
     """Every head's top-weight cells (each query row with the key it weighs most) split by
     source and summed over the rows: {(part, layer): [heads, len(SOURCES)] float64}, the row
@@ -160,7 +153,7 @@ def source_sums(model: LoadedModel, trace: Trace) -> dict[tuple[str, int], np.nd
     for name in parts_of:
         part, tr = _where(trace, model, name)
         n = len(tr.tokens)
-        stack, walk, got = stack_parts(model, trace, part, list(range(n)))
+        stack, walk, got = stack_parts(model, trace, part, list(range(n)), collapse=_grouped)
         for i, b, parts in walk:
             if i < 0:
                 break
@@ -173,22 +166,22 @@ def source_sums(model: LoadedModel, trace: Trace) -> dict[tuple[str, int], np.nd
 
 
 def _layer_sources(model, tr: Trace, block, grouped: list[Part], cos_sin) -> np.ndarray:
+    """Every head of one block at once: [heads, len(SOURCES)]."""
     traced = tr.layers[block.layer]
     q_side, k_side = sides(block, model.d_head)
-    rows = list(range(traced.n_q))
-    rope = _rope(block, cos_sin, rows)
-    sums = np.zeros((block.n_heads, len(SOURCES)))
-    q_full, k_full = projection(grouped, q_side), projection(grouped, k_side)
-    for h in range(block.n_heads):
-        g = kv_head(h, block.n_heads, block.n_kv_heads)
-        q = _folded(project(q_full, q_side, h, model.d_head, rope))  # [C, n, d]
-        k = _folded(project(k_full, k_side, g, model.d_head, rope))
-        w = traced.block("weights", h)  # [n, n]
-        live = w.sum(1) > 0
-        top = w.argmax(1)
-        qi, kj = torch.nonzero(live).reshape(-1), top[live]
-        m = q.vectors[:, qi].transpose(0, 1) @ k.vectors[:, kj].permute(1, 2, 0)  # [i, C, C]
-        u = q.plain[:, qi].transpose(0, 1) @ k.plain[:, kj].permute(1, 2, 0)
-        m, u = m * traced.scale, u * traced.scale
-        sums[h] = _shares(m, u).sum(0).numpy()
-    return sums
+    rope = _rope(block, cos_sin, list(range(traced.n_q)))
+    q = _folded(project_all(grouped, q_side, model.d_head, rope))  # [C, head, n, d]
+    k = _folded(project_all(grouped, k_side, model.d_head, rope))  # [C, kv head, n, d]
+    heads = block.n_heads
+    group = torch.tensor([kv_head(h, heads, block.n_kv_heads) for h in range(heads)])
+    w = torch.stack([traced.block("weights", h) for h in range(heads)])  # [head, n, n]
+    live = (w.sum(-1) > 0).double()  # [head, n] rows with a key
+    top = w.argmax(-1)  # [head, n] each row's strongest key
+    at = top[None, :, :, None].expand(k.vectors.shape[0], heads, -1, k.vectors.shape[-1])
+    k_top = k.vectors[:, group].gather(2, at)  # [C, head, n, d] the key side at the top key
+    k_top_plain = k.plain[:, group].gather(2, at)
+    m = torch.einsum("ahid,bhid->hiab", q.vectors, k_top) * traced.scale  # [head, n, C, C]
+    u = torch.einsum("ahid,bhid->hiab", q.plain, k_top_plain) * traced.scale
+    out = (u.sum(3) + u.sum(2)) / 2  # [head, n, C]
+    out[..., SOURCES.index("position")] += (m - u).sum((2, 3))
+    return (out * live.unsqueeze(-1)).sum(1).numpy()
