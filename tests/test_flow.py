@@ -12,7 +12,7 @@ import torch
 import attnviz
 import attnviz.engine.budget as budget_module
 from attnviz.engine.hooked import load_model, trace_model
-from attnviz.measures.flow import flow_graph, node_parts
+from attnviz.measures.flow import flow_graph, node_parts, prune
 from tests.writes_models import eager_inputs, gemma3_family, get, make_pair
 
 TEXT = "the cat sat on the mat and then it slept"
@@ -248,3 +248,19 @@ def test_an_encoder_or_another_models_trace_is_refused(pair):
 def test_exported_lazily():
     assert attnviz.flow_graph is flow_graph
     assert "flow_graph" in attnviz.__all__
+
+
+def test_prune_gives_the_graph_of_a_higher_threshold(pair):
+    trace = trace_model(pair.model, TEXT)
+    low = flow_graph(pair.model, trace, threshold=0.01)
+    for tau in (0.04, 0.2):
+        want = flow_graph(pair.model, trace, threshold=tau)
+        got = prune(low, tau)
+        key = ["dst_layer", "dst_stage", "dst_pos", "kind", "src_pos", "head"]
+        got, want = (g.sort_values(key).reset_index(drop=True) for g in (got, want))
+        assert len(got) == len(want)
+        assert got[key].astype(str).equals(want[key].astype(str))
+        assert got.weight.to_numpy() == pytest.approx(want.weight.to_numpy(), abs=1e-6)
+        assert got.attrs["nodes"] == want.attrs["nodes"]
+    with pytest.raises(ValueError, match="below the graph"):
+        prune(low, 0.001)

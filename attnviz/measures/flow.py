@@ -295,3 +295,42 @@ def flow_graph(
         nodes=nodes,
     )
     return table
+
+
+def _depth(layer: int, stage: str) -> int:
+    """A node's height in the graph: the embeddings 0, layer l's mid 2l + 1, its out 2l + 2."""
+    return 2 * layer + (1 if stage == "mid" else 2)
+
+
+def prune(graph: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """The graph flow_graph gives at a higher `threshold`, from one it gave at a lower one (a
+    part's share does not depend on the threshold, and what a higher one reaches the lower one
+    reached too): the rows whose share passes it, renormalised per node, reachable from the
+    top. For a threshold slider that does not run the model again."""
+    import pandas as pd
+
+    if not 0 <= threshold < 1:
+        raise ValueError(f"threshold={threshold} must be at least 0 and below 1 (default 0.04)")
+    if threshold < graph.attrs.get("threshold", 0.0):
+        raise ValueError(
+            f"threshold={threshold} is below the graph's own ({graph.attrs['threshold']}): "
+            "what it dropped is gone; run flow_graph again"
+        )
+    kept = graph[graph.share > threshold].copy()
+    node = ["dst_layer", "dst_stage", "dst_pos"]
+    kept["weight"] = kept.share / kept.groupby(node).share.transform("sum")
+    depth = [_depth(la, s) for la, s in zip(kept.dst_layer, kept.dst_stage, strict=True)]
+    kept = kept.assign(_depth=depth).sort_values("_depth", ascending=False, kind="stable")
+    reached = {(graph.attrs["n_layers"] - 1, "out", graph.attrs["position"])}
+    keep = []
+    for dst, rows in kept.groupby(node, sort=False):
+        if dst not in reached:
+            continue
+        keep.append(rows)
+        edges = rows[rows.kind != "bias"]
+        reached |= set(zip(edges.src_layer, edges.src_stage, edges.src_pos, strict=True))
+    out = pd.concat(keep) if keep else kept.iloc[:0]
+    out = out.drop(columns="_depth").sort_index()
+    out.attrs = dict(graph.attrs, threshold=float(threshold))
+    out.attrs["nodes"] = len(reached)
+    return out
