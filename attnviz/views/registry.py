@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from attnviz.engine.trace import Trace
-from attnviz.views import compare, panels, writes
+from attnviz.views import compare, flow, panels, writes
 from attnviz.views.selection import Selection
 
 Figures = Callable[[Trace, Selection], "go.Figure | list[go.Figure]"]
@@ -60,6 +60,7 @@ VIEWS: tuple[View, ...] = (
     View("logits", writes.logits_figures, needs="model"),  # each head's push on a token's logit
     View("lens", writes.lens_figures, needs="model"),  # the residual stream read out by layer
     View("compare", compare.compare_figures, HEAD, fields=True, needs="other"),  # two inputs
+    View("flow", flow.flow_figures, needs="model", words=False),  # information-flow routes
 )
 BY_NAME = {view.name: view for view in VIEWS}
 NAMES = tuple(BY_NAME)
