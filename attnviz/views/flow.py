@@ -64,8 +64,10 @@ def _positions(table: pd.DataFrame) -> list[int]:
     return sorted({int(p) for p in edges.dst_pos} | {int(p) for p in edges.src_pos})
 
 
-def _lines(table: pd.DataFrame, x: dict[int, int], colour: str, kind: str) -> list[go.Scatter]:
-    """One trace per width: every edge of `kind` as a segment (None between segments)."""
+def _lines(
+    table: pd.DataFrame, x: dict[int, int], colour: str, kind: str, thin: float = 1.0
+) -> list[go.Scatter]:
+    """One trace per width (times `thin`): every edge of `kind` as a segment (None between)."""
     rows = table[table.kind == kind]
     out = []
     for w in range(len(WIDTHS)):
@@ -76,7 +78,7 @@ def _lines(table: pd.DataFrame, x: dict[int, int], colour: str, kind: str) -> li
                 xs += [x[int(r.src_pos)], x[int(r.dst_pos)], None]
                 ys += [_y(r.src_layer, r.src_stage), _y(r.dst_layer, r.dst_stage), None]
         if xs:
-            line = dict(color=colour, width=WIDTHS[w])
+            line = dict(color=colour, width=WIDTHS[w] * thin)
             out.append(go.Scatter(x=xs, y=ys, mode="lines", line=line, hoverinfo="skip",
                                   showlegend=False, opacity=0.75))  # fmt: skip
     return out
@@ -140,7 +142,8 @@ def flow_figure(table: pd.DataFrame, sel: Selection) -> go.Figure:
     pos = _positions(table) or [top]
     x = {p: i for i, p in enumerate(pos)}
     fig = go.Figure()
-    for trace in _lines(table, x, GREY, "residual") + _lines(table, x, BLUE, "head"):
+    # the residual carries most of every state: drawn at half width, so the heads stand out
+    for trace in _lines(table, x, GREY, "residual", 0.5) + _lines(table, x, BLUE, "head"):
         fig.add_trace(trace)
     mlp = _mlp_marks(table, x, tr)
     if mlp is not None:
