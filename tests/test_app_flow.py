@@ -73,15 +73,20 @@ def test_an_edge_picked_opens_its_head_in_head_detail_or_head_logits(char) -> No
     top = flow.head_edges(attnviz.flow_graph(model, trace)).iloc[0]
     at = open_view()
     assert at.selectbox(key="fl_edge").value == 0
-    at.button(key="fl_detail").click().run()
+    at.segmented_control(key="fl_open").set_value("detail").run()
     assert at.segmented_control(key="view").value == "detail"
     assert (at.query_params["layer"], at.query_params["head"]) == (
         str(int(top.dst_layer)),
         str(int(top["head"])),
     )
     at = open_view()
-    at.button(key="fl_logits").click().run()
+    at.segmented_control(key="fl_open").set_value("logits").run()
     assert at.segmented_control(key="view").value == "logits"
+    # Head logits has no head picker: the link still names the head opened
+    assert (at.query_params["layer"], at.query_params["head"]) == (
+        str(int(top.dst_layer)),
+        str(int(top["head"])),
+    )
 
 
 def test_in_chinese(char) -> None:

@@ -96,15 +96,30 @@ def _pick_edge(table: pd.DataFrame) -> None:
         st.info(t("fl.no_heads"))
         return
     options = list(range(len(heads)))
-    if st.session_state.get("fl_edge") not in options:
+    url.seed("fl_edge", options, url.default("fl_edge"))
+    if st.session_state.get("fl_edge") not in options:  # fewer edges at this threshold
         st.session_state["fl_edge"] = 0
     label = _edge_label(heads, table.attrs["tokens"])
     picked = st.selectbox(t("fl.pick"), options, format_func=label, key="fl_edge")
+    url.sync("fl_edge", url.default("fl_edge"))
     row = heads.iloc[picked or 0]
     at = (int(row.dst_layer), int(row["head"]))
-    c1, c2 = st.columns(2)
-    c1.button(t("fl.open_detail"), on_click=open_head, args=(*at, "detail"), key="fl_detail")
-    c2.button(t("fl.open_logits"), on_click=open_head, args=(*at, "logits"), key="fl_logits")
+    st.session_state["fl_open"] = None  # an action, not a setting: never shown picked
+    st.segmented_control(
+        t("fl.open"), ["detail", "logits"], format_func=lambda v: t(f"ex.view.{v}"),
+        key="fl_open", on_change=_open, args=at,
+    )  # fmt: skip
+
+
+def _open(layer: int, head: int) -> None:
+    # Head logits has no layer and head pickers to write them to the link: written here, so that
+    # the link names the head the panels above now follow
+    view = st.session_state.get("fl_open")
+    if view is None:
+        return
+    open_head(layer, head, view=view)
+    for name in ("layer", "head"):
+        url.sync(name, url.default(name))
 
 
 def flow_view(trace: Trace) -> None:
