@@ -264,3 +264,11 @@ def test_prune_gives_the_graph_of_a_higher_threshold(pair):
         assert got.attrs["nodes"] == want.attrs["nodes"]
     with pytest.raises(ValueError, match="below the graph"):
         prune(low, 0.001)
+
+
+def test_progress_is_heard_in_order_up_to_done(pair):
+    heard: list[float] = []
+    flow_graph(pair.model, trace_model(pair.model, TEXT), progress=heard.append)
+    layers = len(get(pair.eager, PATHS[pair.family][0]))
+    assert len(heard) == 2 * layers  # each layer of the rerun, then each layer read
+    assert heard == sorted(heard) and heard[-1] == pytest.approx(1.0)

@@ -250,13 +250,15 @@ def flow_graph(
     row; else <NA>), share (the part's proximity over the node's, before the threshold) and
     weight (after it, renormalised: a node's kept rows add up to 1). attrs: position, threshold,
     tokens, n_layers, n_heads, model, nodes (how many the graph holds). `progress(f)` hears the
-    fraction of layers done."""
+    fraction done (the rerun that reads the states, then the layers read downwards)."""
     import pandas as pd
 
     _check(model, trace, threshold)
     n_layers = len(decoder_layers(model))
     pos = position_in(trace, position)
-    states = read_states(model, trace)  # [n_layers + 1, n, d_model]
+    # the rerun and the layers read downwards: half the progress each
+    half = None if progress is None else (lambda f: progress(f / 2))
+    states = read_states(model, trace, half)  # [n_layers + 1, n, d_model]
     rows: list = []
     want_out = {pos}
     nodes = 0
@@ -280,7 +282,7 @@ def flow_graph(
                 want_out |= {p for _, _, p in found}
         nodes += len(out_pos) + len(mid_pos)
         if progress is not None:
-            progress((n_layers - la) / n_layers)
+            progress(0.5 + (n_layers - la) / n_layers / 2)
     nodes += len(want_out)  # the embeddings reached
     table = pd.DataFrame(rows, columns=list(COLUMNS))
     for col in ("src_layer", "src_pos", "head"):

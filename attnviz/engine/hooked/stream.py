@@ -10,7 +10,7 @@ Attention runs lean (no n x n tensor), as a long trace does.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -223,13 +223,16 @@ def _read(model: LoadedModel, trace: Trace, dec: Trace, pos: int) -> Stream:
     return stream
 
 
-def read_states(model: LoadedModel, trace: Trace) -> torch.Tensor:
+def read_states(
+    model: LoadedModel, trace: Trace, progress: Callable[[float], None] | None = None
+) -> torch.Tensor:
     """Run a decoder-only trace's input through `model` again (its knobs, lean attention) and
     keep the residual stream at every position between layers: what enters layer 0 (the
     embeddings) and what leaves each layer, float32 CPU. [n_layers + 1, n, d_model]
 
     For the information-flow graph (measures/flow.py), which needs a node's state wherever the
-    graph reaches; held as one tensor, 31 x n x 576 floats on SmolLM2 (292 MB at 4,096 tokens)."""
+    graph reaches; held as one tensor, 31 x n x 576 floats on SmolLM2 (292 MB at 4,096 tokens).
+    `progress(f)` hears the fraction of layers run."""
     if trace.source != model.name:
         raise ValueError(f"this trace comes from {trace.source!r}, not from {model.name!r}")
     if model.kind != "decoder":
@@ -251,6 +254,8 @@ def read_states(model: LoadedModel, trace: Trace) -> torch.Tensor:
                 x = args[0] if args else kwargs["hidden_states"]  # [1, n, d_model]
                 states[0] = x[0, :n].detach().to("cpu", torch.float32)
             states[i + 1] = y.to("cpu", torch.float32)
+            if progress is not None:
+                progress((i + 1) / len(layers))
 
         return read
 

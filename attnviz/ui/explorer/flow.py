@@ -64,7 +64,8 @@ def _graph(model, full: Trace, tau: float) -> pd.DataFrame | None:
         st.session_state["fl_stopped"] = key
     if st.session_state.get("fl_stopped") == key and key not in full.memo:
         st.info(t("fl.stopped"))
-        st.button(t("fl.again"), on_click=lambda: st.session_state.pop("fl_stopped", None))
+        st.button(t("fl.again"), on_click=lambda: st.session_state.pop("fl_stopped", None),
+                  key="fl_again")  # fmt: skip
         return None
     step, clear = _progress()
     sel = selection(threshold=tau)
