@@ -108,3 +108,13 @@ def test_show_draws_the_same_figure(char) -> None:
     assert f"{len(want)} edges" in drawn.figures[0].layout.title.text
     with pytest.raises(ValueError, match="threshold"):
         Selection(threshold=1.5).check(trace)
+
+
+def test_the_query_picks_the_token_whose_prediction_is_traced(char) -> None:
+    model, trace = char
+    at = open_view()
+    assert at.selectbox(key="query").value == len(trace.tokens) - 1  # the last token
+    at = open_view(query="5")
+    want = attnviz.flow_graph(model, trace, position=5)
+    title = graph_spec(at)["layout"]["title"]["text"]
+    assert f"{len(want)} edges" in title and trace.tokens[5] in title

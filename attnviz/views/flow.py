@@ -28,12 +28,14 @@ MLP = PALETTE[2]
 TOP = 12  # head edges offered by the picker under the graph
 
 
-def flow_table(model, trace: Trace, sel: Selection, progress=None) -> pd.DataFrame:
-    """attnviz.flow_graph from the last token at the selection's threshold."""
+def flow_table(
+    model, trace: Trace, sel: Selection, position: int = -1, progress=None
+) -> pd.DataFrame:
+    """attnviz.flow_graph from `position` (-1: the last token) at the selection's threshold."""
     from attnviz.measures.flow import THRESHOLD, flow_graph
 
     tau = THRESHOLD if sel.threshold is None else sel.threshold
-    return flow_graph(model, trace, -1, tau, progress=progress)
+    return flow_graph(model, trace, position, tau, progress=progress)
 
 
 def _y(layer: int, stage: str) -> int:

@@ -1,4 +1,5 @@
-"""The information-flow graph in the explorer (attnviz.flow_graph): a threshold slider, the graph,
+"""The information-flow graph in the explorer (attnviz.flow_graph): the token whose prediction is
+traced (the views' query, the last token by default), a threshold slider, the graph,
 a click on a head's edge (or the picker under it) opening the head in Head detail or Head
 logits, and the edges as CSV.
 
@@ -19,7 +20,7 @@ from attnviz.engine.trace import Trace
 from attnviz.measures.flow import prune
 from attnviz.serve.memos import per_trace
 from attnviz.ui import markup, url
-from attnviz.ui.explorer.pickers import open_head, selection
+from attnviz.ui.explorer.pickers import open_head, pick_query, selection
 from attnviz.ui.explorer.writes import model_and_run
 from attnviz.ui.language import t
 from attnviz.ui.widgets import chart
@@ -52,12 +53,13 @@ def _progress():
     return step, clear
 
 
-def _graph(model, full: Trace, tau: float) -> pd.DataFrame | None:
-    """The graph at `tau`: kept, cut from a lower threshold's, or made now (None: stopped)."""
-    key = ("flow", tau)
-    lower = [k for k in list(full.memo) if k[:1] == ("flow",) and k[1] <= tau]
+def _graph(model, full: Trace, pos: int, tau: float) -> pd.DataFrame | None:
+    """The graph from `pos` at `tau`: kept, cut from a lower threshold's, or made now (None:
+    stopped)."""
+    key = ("flow", pos, tau)
+    lower = [k for k in list(full.memo) if k[:2] == ("flow", pos) and k[2] <= tau]
     if key not in full.memo and lower:
-        base = full.memo.get(max(lower, key=lambda k: k[1]))
+        base = full.memo.get(max(lower, key=lambda k: k[2]))
         if base is not None:
             return per_trace(full, key, lambda: prune(base, tau), keep=KEEP)
     if st.session_state.pop("fl_stop_button", False):  # the Stop click's rerun ended the run
@@ -69,7 +71,7 @@ def _graph(model, full: Trace, tau: float) -> pd.DataFrame | None:
         return None
     step, clear = _progress()
     sel = selection(threshold=tau)
-    found = per_trace(full, key, lambda: flow.flow_table(model, full, sel, step), keep=KEEP)
+    found = per_trace(full, key, lambda: flow.flow_table(model, full, sel, pos, step), keep=KEEP)
     clear()
     return found
 
@@ -124,17 +126,18 @@ def _open(layer: int, head: int) -> None:
 
 
 def flow_view(trace: Trace) -> None:
-    """The information-flow routes to the last token's prediction."""
+    """The information-flow routes to the prediction at the query (the last token by default)."""
     got = model_and_run(trace)
     if got is None:
         return
     model, full = got
+    pos = pick_query(trace, len(trace.tokens) - 1)  # the token whose prediction is traced
     tau = st.slider(
         t("fl.threshold"), 0.01, 0.5, url.default("fl_tau"), 0.01, format="%.2f",
         help=t("fl.threshold_help"), **url.bound("fl_tau"),
     )  # fmt: skip
     try:
-        table = _graph(model, full, float(tau))
+        table = _graph(model, full, pos, float(tau))
     except (ValueError, TypeError) as err:  # a model whose states are no sums (BART)
         st.warning(markup.escape(err))
         return
