@@ -135,6 +135,23 @@ def _mlp_marks(table: pd.DataFrame, x: dict[int, int], tr) -> go.Scatter | None:
     )  # fmt: skip
 
 
+def _node_marks(table: pd.DataFrame, x: dict[int, int], tokens: list[str], tr) -> go.Scatter:
+    """A small dot a state the graph holds; hover names its layer, stage and token."""
+    edges = table[table.kind != "bias"]
+    nodes = set(zip(edges.dst_layer, edges.dst_stage, edges.dst_pos, strict=True))
+    nodes |= set(zip(edges.src_layer, edges.src_stage, edges.src_pos, strict=True))
+    nodes = sorted((int(la), st, int(p)) for la, st, p in nodes)
+    text = []
+    for la, stage, p in nodes:
+        where = tr("wr.embeddings") if la < 0 else f"L{la} " + tr(f"fl.{stage}")
+        text.append(f"{html.escape(where)} · {p}: {html.escape(shown(tokens[p]))}")
+    return go.Scatter(
+        x=[x[p] for _, _, p in nodes], y=[_y(la, st) for la, st, _ in nodes], mode="markers",
+        marker=dict(size=5, color=GREY), text=text, hovertemplate="%{text}<extra></extra>",
+        showlegend=False,
+    )  # fmt: skip
+
+
 def flow_figure(table: pd.DataFrame, sel: Selection) -> go.Figure:
     """The graph: positions it reaches (in order) across, the embeddings then each layer's two
     states up, edges by weight; the node the prediction is read from outlined."""
@@ -147,6 +164,7 @@ def flow_figure(table: pd.DataFrame, sel: Selection) -> go.Figure:
     # the residual carries most of every state: drawn at half width, so the heads stand out
     for trace in _lines(table, x, GREY, "residual", 0.5) + _lines(table, x, BLUE, "head"):
         fig.add_trace(trace)
+    fig.add_trace(_node_marks(table, x, tokens, tr))
     mlp = _mlp_marks(table, x, tr)
     if mlp is not None:
         fig.add_trace(mlp)
@@ -163,8 +181,9 @@ def flow_figure(table: pd.DataFrame, sel: Selection) -> go.Figure:
     labels = [tr("wr.embeddings")] + [f"L{la}" for la in range(0, n_layers, step)]
     fig.update_yaxes(tickmode="array", tickvals=ticks, ticktext=labels, gridcolor="#eee",
                      range=[-1, 2 * n_layers + 1], title=html.escape(tr("pg.layer")))  # fmt: skip
-    text = [f"{p}: {html.escape(shown(tokens[p]))}" for p in pos]
-    fig.update_xaxes(tickmode="array", tickvals=list(range(len(pos))), ticktext=text,
+    every = -(-len(pos) // 40)  # at most ~40 token labels; hover names every node anyway
+    text = [f"{p}: {html.escape(shown(tokens[p]))}" for p in pos[::every]]
+    fig.update_xaxes(tickmode="array", tickvals=list(range(0, len(pos), every)), ticktext=text,
                      tickangle=-45 if len(pos) > 8 else 0, range=[-0.6, len(pos) - 0.4],
                      showgrid=False)  # fmt: skip
     title = tr("fl.title", token=shown(tokens[top]), tau=table.attrs["threshold"],
