@@ -118,3 +118,17 @@ def test_the_query_picks_the_token_whose_prediction_is_traced(char) -> None:
     want = attnviz.flow_graph(model, trace, position=5)
     title = graph_spec(at)["layout"]["title"]["text"]
     assert f"{len(want)} edges" in title and trace.tokens[5] in title
+
+
+def test_a_stopped_graph_says_so_and_builds_again_on_request(char) -> None:
+    model, trace = char
+    at = open_view()
+    # the Stop click's rerun (its button shows only past a second: set as the click sets it)
+    at.session_state["fl_stop_button"] = True
+    at.slider(key="fl_tau").set_value(0.03).run()  # lower: not cut from the graph made
+    assert not at.exception
+    assert at.info and "Stopped" in at.info[0].value
+    assert not [s for s in specs(at) if "Routes to" in s["layout"]["title"]["text"]]
+    at.button(key="fl_again").click().run()
+    want = attnviz.flow_graph(model, trace, threshold=0.03)
+    assert f"{len(want)} edges" in graph_spec(at)["layout"]["title"]["text"]
