@@ -57,7 +57,8 @@ def _graph(model, full: Trace, pos: int, tau: float) -> pd.DataFrame | None:
     """The graph from `pos` at `tau`: kept, cut from a lower threshold's, or made now (None:
     stopped)."""
     key = ("flow", pos, tau)
-    lower = [k for k in list(full.memo) if k[:2] == ("flow", pos) and k[2] <= tau]
+    made = [k for k in list(full.memo) if isinstance(k, tuple) and k[:2] == ("flow", pos)]
+    lower = [k for k in made if k[2] <= tau]
     if key not in full.memo and lower:
         base = full.memo.get(max(lower, key=lambda k: k[2]))
         if base is not None:
