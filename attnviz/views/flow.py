@@ -188,7 +188,8 @@ def flow_figure(table: pd.DataFrame, sel: Selection) -> go.Figure:
                      showgrid=False)  # fmt: skip
     title = tr("fl.title", token=shown(tokens[top]), tau=table.attrs["threshold"],
                nodes=table.attrs["nodes"], edges=len(table))  # fmt: skip
-    return apply_layout(fig, title, 160 + min(22, max(9, 900 // n_layers)) * n_layers)
+    # two rows a layer: a shallow model gets room to read them (4 layers: 400 px; 30: 880 px)
+    return apply_layout(fig, title, 160 + min(60, max(18, 720 // n_layers)) * n_layers)
 
 
 def flow_figures(trace: Trace, sel: Selection, model) -> list[go.Figure]:
