@@ -110,16 +110,6 @@ def test_show_draws_the_same_figure(char) -> None:
         Selection(threshold=1.5).check(trace)
 
 
-def test_the_query_picks_the_token_whose_prediction_is_traced(char) -> None:
-    model, trace = char
-    at = open_view()
-    assert at.selectbox(key="query").value == len(trace.tokens) - 1  # the last token
-    at = open_view(query="5")
-    want = attnviz.flow_graph(model, trace, position=5)
-    title = graph_spec(at)["layout"]["title"]["text"]
-    assert f"{len(want)} edges" in title and trace.tokens[5] in title
-
-
 def test_a_stopped_graph_says_so_and_builds_again_on_request(char) -> None:
     model, trace = char
     at = open_view()

@@ -1,5 +1,5 @@
-"""The information-flow graph in the explorer (attnviz.flow_graph): the token whose prediction is
-traced (the views' query, the last token by default), a threshold slider, the graph,
+"""The information-flow graph in the explorer (attnviz.flow_graph) to the last token's prediction:
+a threshold slider, the graph,
 a click on a head's edge (or the picker under it) opening the head in Head detail or Head
 logits, and the edges as CSV.
 
@@ -20,7 +20,7 @@ from attnviz.engine.trace import Trace
 from attnviz.measures.flow import prune
 from attnviz.serve.memos import per_trace
 from attnviz.ui import markup, url
-from attnviz.ui.explorer.pickers import open_head, pick_query, selection
+from attnviz.ui.explorer.pickers import open_head, selection
 from attnviz.ui.explorer.writes import model_and_run
 from attnviz.ui.language import t
 from attnviz.ui.widgets import chart
@@ -127,12 +127,12 @@ def _open(layer: int, head: int) -> None:
 
 
 def flow_view(trace: Trace) -> None:
-    """The information-flow routes to the prediction at the query (the last token by default)."""
+    """The information-flow routes to the last token's prediction."""
     got = model_and_run(trace)
     if got is None:
         return
     model, full = got
-    pos = pick_query(trace, len(trace.tokens) - 1)  # the token whose prediction is traced
+    pos = -1  # the last token's prediction (flow_graph takes any position)
     tau = st.slider(
         t("fl.threshold"), 0.01, 0.5, url.default("fl_tau"), 0.01, format="%.2f",
         help=t("fl.threshold_help"), **url.bound("fl_tau"),
