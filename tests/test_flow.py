@@ -12,6 +12,7 @@ import torch
 import attnviz
 import attnviz.engine.budget as budget_module
 from attnviz.engine.hooked import load_model, trace_model
+from attnviz.engine.layer import LeanLayer
 from attnviz.measures.flow import flow_graph, node_parts, prune
 from tests.writes_models import eager_inputs, gemma3_family, get, make_pair
 
@@ -207,6 +208,20 @@ def test_a_lean_trace_gives_the_same_graph(pair, monkeypatch):
         trace = trace_model(pair.model, TEXT)
         assert trace.layers[0].in_bands
         lean = flow_graph(pair.model, trace, threshold=0.0)
+        # at a threshold that reaches few positions: only their weight rows are read, never a
+        # head's whole n x n map
+        asked: list = []
+        block = LeanLayer.block
+
+        def spy(self, name, h, rows=None, cols=None):
+            asked.append((name, None if rows is None else len(rows), cols))
+            return block(self, name, h, rows, cols)
+
+        monkeypatch.setattr(LeanLayer, "block", spy)
+        few = flow_graph(pair.model, trace, threshold=0.3)
+        mids = few[few.dst_stage == "mid"].groupby("dst_layer").dst_pos.nunique()
+        assert asked and all(rows is not None and cols is None for _, rows, cols in asked)
+        assert max(rows for _, rows, _ in asked) == mids.max() < len(trace.tokens)
     finally:
         monkeypatch.delenv("ATTNVIZ_FULL_TRACE_BYTES")
         budget_module.budget.cache_clear()
