@@ -94,7 +94,7 @@ def _edge_label(table: pd.DataFrame, tokens: list[str]):
 
 
 def _pick_edge(table: pd.DataFrame) -> None:
-    """The strongest head edges in a picker, and buttons that open the head picked."""
+    """The strongest head edges in a picker, and the control that opens the head picked."""
     heads = flow.head_edges(table).head(flow.TOP)
     if heads.empty:
         st.info(t("fl.no_heads"))
