@@ -3,7 +3,8 @@
 Public API: trace_text (the toy stack), load_model and trace_model (a pretrained model), show (any
 view in a notebook; "explore" for the interactive widget), rollout, next_tokens, Trace and
 LayerTrace (the tensors), StackConfig; what heads write: head_logits and logit_lens (a decoder's
-next-token logits read head by head and layer by layer), grouped (words instead of pieces),
+next-token logits read head by head and layer by layer), flow_graph (the information-flow
+routes to a prediction), grouped (words instead of pieces),
 compare (two traces head by head), special_share (value-weighted attention on special tokens);
 head_roles (the head atlas) and atlas_corpus (the same over a corpus, on Ray).
 The engine never imports streamlit. The pretrained-model half (transformers) loads on first use.
@@ -29,6 +30,7 @@ with _collector_paused():  # torch: ~10^6 objects, 0.2 s of collections (engine/
 if TYPE_CHECKING:
     from attnviz.engine.generate import generate
     from attnviz.engine.hooked import load_model, trace_model
+    from attnviz.measures.flow import flow_graph
     from attnviz.measures.lens import head_logits, logit_lens
     from attnviz.measures.roles import head_roles
     from attnviz.serve.corpus_ray import atlas_corpus
@@ -50,6 +52,7 @@ __all__ = [
     "bundled_models",
     "head_logits",
     "logit_lens",
+    "flow_graph",
     "grouped",
     "compare",
     "special_share",
@@ -76,6 +79,10 @@ def __getattr__(name: str):
         from attnviz.measures.qk_sources import qk_keys
 
         return qk_keys
+    if name == "flow_graph":  # information-flow routes (Ferrando & Voita 2024), a decoder's
+        from attnviz.measures.flow import flow_graph
+
+        return flow_graph
     if name == "generate":  # attention while a decoder generates (needs transformers)
         from attnviz.engine.generate import generate
 

@@ -50,9 +50,11 @@ _ATLAS: dict[str, object] = {}
 
 
 def atlas(name: str, model):
+    """The roles of every head over the probe set (without the qk_* columns: picking heads)."""
     if name not in _ATLAS:
         t0 = time.perf_counter()
-        _ATLAS[name] = roles.head_roles(model)
+        tracer = roles._tracer(model)
+        _ATLAS[name] = roles.merge_sums(roles.role_sums(tracer(roles.probe_list("en"))))
         print(f"  atlas of {name}: {time.perf_counter() - t0:.1f} s")
     return _ATLAS[name]
 
@@ -82,11 +84,11 @@ def induction(name: str, model, extra: tuple[int, int]) -> None:
     prev = table[table["roles"].str.contains("previous_token")]
     prev_names = {f"L{r.layer}H{r.head}" for r in prev.itertuples()}
     top = table.sort_values("induction", ascending=False).head(3)
-    heads = [(int(r.layer), int(r.head)) for r in top.itertuples()]
+    heads = [(int(la), int(h)) for la, h in top[["layer", "head"]].to_numpy()]
     heads = list(dict.fromkeys([extra, *heads]))
     trace = attnviz.trace_model(model, " ".join(WORDS + WORDS))
     n = len(trace.tokens)
-    half = (n - 1) // 2  # a BOS first where the model adds one; the copy starts after `half`
+    half = n // 2  # one copy's tokens (an odd count: a BOS first)
     rows = list(range(n - half + 1, n))
     print(f"{name}: {n} tokens, second-copy rows {rows[0]}..{rows[-1]}; atlas previous-token "
           f"heads: {sorted(prev_names)}")  # fmt: skip

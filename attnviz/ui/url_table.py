@@ -169,6 +169,10 @@ TABLE = (
     Key("dla_token", ("pretrained",), "text", "", "value",
         doc="the logits view's token (default: the model's top next token)"),
     Key("cmp", ("pretrained",), "text", "", doc="the compare view's second text"),
+    Key("fl_tau", ("pretrained",), "float", 0.04, lo=0.01, hi=0.5,
+        doc="the flow view's threshold: parts of a node at or below it are dropped"),
+    Key("fl_edge", ("pretrained",), "int", 0, "value", lo=0,
+        doc="the flow view's picked head edge, by rank (0: the strongest)"),
     # classroom pages
     Key("st_own", ("step_by_step",), "bool", False, doc="the sidebar's sentence, not 我爱水课"),
     Key("st_dk", ("step_by_step",), "choice", 4, options=(2, 4, 8, 16)),

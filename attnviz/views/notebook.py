@@ -139,14 +139,15 @@ def show(
     the weights views only. Views: "overview", "detail", "heads", "lines", "rollout", "query",
     "link", "outputs", "logits" (each head's push on the next token's logit: needs `model=`
     unless `source` is the model), "lens" (the logit lens: the same), "compare" (every head's
-    change from `source` to `other=`, a Trace or a text of the same model) return a `View`
+    change from `source` to `other=`, a Trace or a text of the same model), "flow" (the
+    information-flow graph to the last token's prediction: needs `model=`) return a `View`
     (Plotly figures with a static SVG fallback, so an exported notebook still shows them);
     "explore" returns the interactive widget (attnviz.views.widget: layer and head pickers, hover
     or click a token to isolate it, knobs that need no rerun).
     The selection keywords pick the layer/head/query/key (all 0 by default; `shared=True` shares
     colour scales, `scale="log"`, `lang="zh"`, `field="moved"` (value-weighted), `unit="word"`
     (words instead of pieces; "char": whole characters), `token=" tired"` (the logits view's
-    token); any field of attnviz.views.selection.Selection).
+    token), `threshold=0.1` (the flow graph's); any field of attnviz.views.selection.Selection).
     `part` picks an encoder-decoder's "decoder" or "cross" attention."""
     if view not in VIEWS and view != "explore":
         raise ValueError(f"view={view!r} is not a view: use one of {', '.join(VIEWS)}, explore")

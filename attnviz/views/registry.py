@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from attnviz.engine.trace import Trace
-from attnviz.views import compare, panels, why, writes
+from attnviz.views import compare, flow, panels, why, writes
 from attnviz.views.selection import Selection
 
 Figures = Callable[[Trace, Selection], "go.Figure | list[go.Figure]"]
@@ -61,6 +61,7 @@ VIEWS: tuple[View, ...] = (
     View("lens", writes.lens_figures, needs="model"),  # the residual stream read out by layer
     View("compare", compare.compare_figures, HEAD, fields=True, needs="other"),  # two inputs
     View("why", why.why_figures, HEAD, needs="model", words=False),  # a logit split q x k
+    View("flow", flow.flow_figures, needs="model", words=False),  # information-flow routes
 )
 BY_NAME = {view.name: view for view in VIEWS}
 NAMES = tuple(BY_NAME)

@@ -31,6 +31,7 @@ class Selection:
     field: str = "weights"  # what the maps show: "weights", or "moved" (value-weighted)
     token: str | None = None  # the token whose logit the heads push (None: the top next one)
     unit: str = "pieces"  # the tokens: "pieces", or grouped into "word" or "char" (show only)
+    threshold: float | None = None  # the flow graph's threshold (None: its default, 0.04)
 
     @property
     def tr(self) -> Tr:
@@ -56,6 +57,8 @@ class Selection:
         ):
             if value not in allowed:
                 raise ValueError(f"{name}={value!r} must be one of {', '.join(allowed)}")
+        if self.threshold is not None and not 0 <= self.threshold < 1:
+            raise ValueError(f"threshold={self.threshold} must be at least 0 and below 1")
         return self
 
     @classmethod

@@ -32,12 +32,14 @@ VIEWS = {
     # projector mode: bigger type in every new chart
     "logits_projector": (f"{CHAR}&view=logits&projector=true", 1),
     "lens_projector": (f"{CHAR}&view=lens&projector=true", 1),
+    "flow": (f"{CHAR}&view=flow", 1),
+    "flow_projector": (f"{CHAR}&view=flow&projector=true", 1),
 }
 
 
 # `make shots` (whole pages, for a person to look at): every view in both languages. `make test`
 # (window shots): each new view once, the languages taking turns (~75 s at load 6 on 2 cores).
-SHOTS_ONLY = {"words_detail", "stats_moved", "lens_projector", "chars"}
+SHOTS_ONLY = {"words_detail", "stats_moved", "lens_projector", "chars", "flow_projector"}
 CASES = [(v, lang) for v in VIEWS for lang in ("en", "zh")]
 if not FULL_SHOTS:
     CASES = [

@@ -3,9 +3,10 @@
 The views are attnviz.views.registry's; here each gets its drawer, the widgets around its figures,
 one module a view: heads (all heads of a layer), overview, detail (Head detail), lines, rollout,
 numbers (One query, Outputs, head statistics), link (Link two tokens), writes (each head's push
-on a token's logit, the logit lens), compare (two texts); pickers holds the pickers and the one
-place that moves the layer and head; export the downloads under every view. Most views that have
-pickers are fragments: picking a head reruns only that part of the page.
+on a token's logit, the logit lens), compare (two texts), flow (the information-flow graph);
+pickers holds the pickers and the one place that moves the layer and head; export the downloads
+under every view. Most views that have pickers are fragments: picking a head reruns only that
+part of the page.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from attnviz.serve import memos
 from attnviz.ui.explorer.compare import compare_view
 from attnviz.ui.explorer.detail import detail
 from attnviz.ui.explorer.export import export_json
+from attnviz.ui.explorer.flow import flow_view
 from attnviz.ui.explorer.heads import heads_view
 from attnviz.ui.explorer.lines import lines_view
 from attnviz.ui.explorer.link import link
@@ -43,6 +45,7 @@ DRAW = {
     "lens": lens_view,
     "compare": compare_view,
     "why": why_view,
+    "flow": flow_view,
 }
 # The views of a trace alone (the Playground's): not those that need a model's head or a second
 # text (the Pretrained page passes every view).
