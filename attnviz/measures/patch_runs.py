@@ -217,6 +217,18 @@ def setup(
     tok_b = token_labels(model.tokenizer, ids_b[0].tolist())
     check_lengths(tok_a, tok_b)
     run_a, run_b = run(model, ids_a, record=True), run(model, ids_b, record=True)
+    bare = PatchSetup(model, ids_a, ids_b, tok_a, tok_b, -1, -1, 0.0, 0.0,
+                      [i for i in range(ids_a.shape[1]) if ids_a[0, i] != ids_b[0, i]])  # fmt: skip
+    found = with_tokens(bare, (run_a, run_b), answer, foil)
+    return found, run_a, run_b
+
+
+def with_tokens(s: PatchSetup, runs: tuple[Caught, Caught], answer=None, foil=None) -> PatchSetup:
+    """The setup with its answer and foil resolved and each run's metric (default answer: the
+    clean run's top token; default foil: the corrupt run's top token other than the answer)."""
+    from dataclasses import replace
+
+    model, (run_a, run_b) = s.model, runs
     answer_id = _token(model, answer, run_a.logits, "answer")
     if foil is None:
         ranked = run_b.logits.argsort(descending=True)[:2].tolist()
@@ -229,13 +241,9 @@ def setup(
             f"answer and foil are the same token ({same!r}): the metric logit(answer) − "
             "logit(foil) would be 0; pick another foil"
         )
-    found = PatchSetup(
-        model, ids_a, ids_b, tok_a, tok_b, answer_id, foil_id,
-        float(metric_of(run_a.logits[None], answer_id, foil_id)[0]),
-        float(metric_of(run_b.logits[None], answer_id, foil_id)[0]),
-        [i for i in range(ids_a.shape[1]) if ids_a[0, i] != ids_b[0, i]],
-    )  # fmt: skip
-    return found, run_a, run_b
+    clean = float(metric_of(run_a.logits[None], answer_id, foil_id)[0])
+    corrupt = float(metric_of(run_b.logits[None], answer_id, foil_id)[0])
+    return replace(s, answer=answer_id, foil=foil_id, clean=clean, corrupt=corrupt)
 
 
 def _token(model: LoadedModel, token, logits: torch.Tensor, name: str) -> int:

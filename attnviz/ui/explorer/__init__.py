@@ -3,7 +3,8 @@
 The views are attnviz.views.registry's; here each gets its drawer, the widgets around its figures,
 one module a view: heads (all heads of a layer), overview, detail (Head detail), lines, rollout,
 numbers (One query, Outputs, head statistics), link (Link two tokens), writes (each head's push
-on a token's logit, the logit lens), compare (two texts); pickers holds the pickers and the one
+on a token's logit, the logit lens), compare (two texts), patch (does a head matter: activation
+patching); pickers holds the pickers and the one
 place that moves the layer and head; export the downloads under every view. Most views that have
 pickers are fragments: picking a head reruns only that part of the page.
 """
@@ -22,6 +23,7 @@ from attnviz.ui.explorer.lines import lines_view
 from attnviz.ui.explorer.link import link
 from attnviz.ui.explorer.numbers import one_query, outputs, stats
 from attnviz.ui.explorer.overview import overview
+from attnviz.ui.explorer.patch import patch_view
 from attnviz.ui.explorer.pickers import VIEWS, followed_head, pick_unit, pick_view
 from attnviz.ui.explorer.rollout import rollout_view
 from attnviz.ui.explorer.writes import lens_view, logits_view
@@ -41,6 +43,7 @@ DRAW = {
     "logits": logits_view,
     "lens": lens_view,
     "compare": compare_view,
+    "patch": patch_view,
 }
 # The views of a trace alone (the Playground's): not those that need a model's head or a second
 # text (the Pretrained page passes every view).
