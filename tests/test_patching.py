@@ -223,3 +223,16 @@ def test_a_stopped_sweep_keeps_the_rows_done(pair, monkeypatch):
     s, run_a, run_b = setup(pair.model, CLEAN, CORRUPT)
     f = patching.sweep(s, (run_a, run_b), step=lambda done, total: done < 3)
     assert len(f) == 3 and f.attrs["stopped"]
+
+
+def test_show_draws_the_exact_and_atp_maps_and_the_residual_cells(pair):
+    from tests.apphelpers import decode
+
+    view = attnviz.show(pair.model, view="patch", text=CLEAN, other=CORRUPT)
+    exact = attnviz.patch(pair.model, CLEAN, CORRUPT)
+    z = decode(view.figures[0].to_plotly_json()["data"][0]["z"])
+    for row in exact.itertuples():
+        assert z[row.layer, row.head] == pytest.approx(row.effect, abs=1e-5)
+    assert len(view.figures) == 3
+    with pytest.raises(TypeError, match="needs other="):
+        attnviz.show(pair.model, view="patch", text=CLEAN)
