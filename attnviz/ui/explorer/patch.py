@@ -16,7 +16,7 @@ from attnviz.engine.trace import Trace
 from attnviz.measures import attribution, patching
 from attnviz.measures.patch_runs import setup, with_tokens
 from attnviz.serve.memos import per_trace
-from attnviz.ui import markup, url
+from attnviz.ui import markup, projector, url
 from attnviz.ui.explorer.pickers import open_head, selection
 from attnviz.ui.explorer.writes import model_and_run
 from attnviz.ui.language import input_problem, localized, t
@@ -175,7 +175,9 @@ def _heads(full: Trace, s, runs, corrupt: str) -> None:
     bound = figures._bound(exact, atp)
     names = dict(answer=shown(s.attrs()["answer"]), foil=shown(s.attrs()["foil"]))
     misses = figures.misses_of(atp)
-    left, right = st.columns(2)
+    # side by side; in projector mode one above the other (two 8-head maps of big numbers
+    # overlap in half a 1280-wide page)
+    left, right = (st.container(), st.container()) if projector.on() else st.columns(2)
     with left:
         fig = figures.heads_figure(exact, sel, t("pt.exact_title", **names), bound=bound)
         chart(fig, key="pt_exact", name="patch_exact", on_select=lambda: _clicked("pt_exact"),
