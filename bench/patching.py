@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -56,10 +57,26 @@ def texts(model, n: int | None) -> tuple[str, str]:
     return prefix + CLEAN, prefix + CORRUPT
 
 
+def one_forward(model, text: str) -> float:
+    """The baseline, measured in the same process: one plain forward of the clean text (median
+    of 3, after a warm-up)."""
+    import torch
+
+    ids = model.tokenizer(text, return_tensors="pt")["input_ids"]
+    times = []
+    with torch.inference_mode():
+        for _ in range(4):
+            t0 = time.perf_counter()
+            model.model(input_ids=ids, logits_to_keep=1)
+            times.append(time.perf_counter() - t0)
+    return sorted(times[1:])[1]
+
+
 def part(name: str, model_name: str, n: int | None) -> dict:
     """One measurement, in this process: a frame saved as JSON records, time and peak RSS."""
     model = attnviz.load_model(model_name)
     clean, corrupt = texts(model, n)
+    forward = one_forward(model, clean)
     rss0 = peak_rss()
     t0 = time.perf_counter()
     if name == "exact":
@@ -68,7 +85,7 @@ def part(name: str, model_name: str, n: int | None) -> dict:
         frame = attnviz.attribution_patching(model, clean, corrupt, answer=" tired", foil=" hungry")
     seconds = time.perf_counter() - t0
     attrs = {k: v for k, v in frame.attrs.items() if k not in ("clean_tokens", "corrupt_tokens")}
-    return {"seconds": seconds, "rss": peak_rss(), "rss_loaded": rss0,
+    return {"seconds": seconds, "rss": peak_rss(), "rss_loaded": rss0, "forward": forward,
             "n": len(frame.attrs["clean_tokens"]), "attrs": attrs,
             "rows": frame.to_dict("records")}  # fmt: skip
 
@@ -84,6 +101,7 @@ def spawn(name: str, model: str, n: int | None) -> dict:
 def report(model: str, long: int) -> None:
     import pandas as pd
 
+    print(f"load average before: {os.getloadavg()} on {os.cpu_count()} cores")
     exact = spawn("exact", model, None)
     atp = spawn("atp", model, None)
     atp_long = spawn("atp", model, long)
@@ -94,8 +112,9 @@ def report(model: str, long: int) -> None:
           f"corrupt {a['corrupt']:.3f}; differ at positions {a['differ']}")  # fmt: skip
     for label, r in (("exact head sweep", exact), ("AtP", atp), (f"AtP at {long}", atp_long)):
         rss, loaded = r["rss"] / mib, r["rss_loaded"] / mib
-        print(f"{label:18s} {r['n']:5d} tokens  {r['seconds']:7.2f} s  peak RSS "
-              f"{rss:7.0f} MiB (after loading {loaded:.0f} MiB)")  # fmt: skip
+        print(f"{label:18s} {r['n']:5d} tokens  {r['seconds']:7.2f} s  = "
+              f"{r['seconds'] / r['forward']:6.0f} plain forwards ({r['forward']:.3f} s each)  "
+              f"peak RSS {rss:7.0f} MiB (after loading {loaded:.0f} MiB)")  # fmt: skip
     print(f"exact sweep / AtP time ratio at {exact['n']} tokens: "
           f"{exact['seconds'] / atp['seconds']:.1f}x")  # fmt: skip
     ex = pd.DataFrame(exact["rows"])

@@ -1,7 +1,8 @@
 """Activation patching and attribution patching (measures/patching.py, measures/attribution.py)
 against oracles written here: the same model loaded with Hugging Face's eager attention, its
 activation replaced by a hook of the test's own, and autograd's gradient of the metric dotted with
-the difference of the two runs. Tiny random Llama (GQA: 2 query heads per kv head) and GPT-2."""
+the difference of the two runs. Tiny random Llama (GQA: 2 query heads per kv head), GPT-2 and
+Gemma 3 (sliding-window layers, a norm after attention)."""
 
 from __future__ import annotations
 
@@ -13,16 +14,17 @@ from attnviz.engine.attention import masked_softmax
 from attnviz.engine.budget import Budget
 from attnviz.engine.hooked import load_model
 from attnviz.measures import attribution, patching
-from tests.writes_models import PATHS, build, get
+from tests.writes_models import PATHS, build, gemma3_family, get
 
 CLEAN = "the cat sat on the mat and the cat"
 CORRUPT = "the dog sat on the mat and the cat"
 D_HEAD = 8  # both tiny models: d_model 32, 4 heads
 
 
-@pytest.fixture(scope="module", params=["llama", "gpt2"])
+@pytest.fixture(scope="module", params=["llama", "gpt2", "gemma3_text"])
 def pair(request, tmp_path_factory):
-    return build(request.param, tmp_path_factory.mktemp(request.param))
+    with gemma3_family():  # Gemma 3: a sliding window, a norm after attention, scaled embeddings
+        yield build(request.param, tmp_path_factory.mktemp(request.param))
 
 
 def ids(pair, text: str) -> torch.Tensor:
@@ -236,3 +238,58 @@ def test_show_draws_the_exact_and_atp_maps_and_the_residual_cells(pair):
     assert len(view.figures) == 3
     with pytest.raises(TypeError, match="needs other="):
         attnviz.show(pair.model, view="patch", text=CLEAN)
+
+
+def test_atp_star_parts_are_the_eager_models_pattern_gradient_times_the_recomputed_change(
+    tmp_path_factory,
+):
+    """query and key: autograd's ∂m/∂A of the eager model (its attention weights) dotted with
+    softmax(q·kᵀ) recomputed from the traced q and k with one side taken from the clean run;
+    value: ∂m/∂z dotted with A (v_clean − v_corrupt), v read off the eager model's v_proj."""
+    pair = build("llama", tmp_path_factory.mktemp("star"))
+    f = attnviz.attribution_patching(pair.model, CLEAN, CORRUPT)
+    a, b = f.attrs["answer_id"], f.attrs["foil_id"]
+    layers, w_os = modules(pair)
+    v_projs = [layer.self_attn.v_proj for layer in layers]
+    caught, v_out = {}, {}
+    handles = [m.register_forward_pre_hook(lambda m, args, i=i: caught.__setitem__(i, args[0]))
+               for i, m in enumerate(w_os)]  # fmt: skip
+    handles += [m.register_forward_hook(lambda m, args, out, i=i: v_out.__setitem__(i, out))
+                for i, m in enumerate(v_projs)]  # fmt: skip
+    try:
+        emb = pair.eager.get_input_embeddings()(ids(pair, CORRUPT)).requires_grad_(True)
+        out = pair.eager(inputs_embeds=emb, output_attentions=True)
+        logits = out.logits[0, -1]
+        wanted = [*out.attentions, *(caught[i] for i in range(len(w_os)))]
+        grads = torch.autograd.grad(logits[a] - logits[b], wanted)
+    finally:
+        for h in handles:
+            h.remove()
+    v_corrupt = {i: v.detach()[0] for i, v in v_out.items()}
+    handles = [m.register_forward_hook(lambda m, args, out, i=i: v_out.__setitem__(i, out))
+               for i, m in enumerate(v_projs)]  # fmt: skip
+    with torch.no_grad():
+        pair.eager(input_ids=ids(pair, CLEAN))
+    for h in handles:
+        h.remove()
+    v_clean = {i: v.detach()[0] for i, v in v_out.items()}
+    clean, corrupt = (attnviz.trace_model(pair.model, t) for t in (CLEAN, CORRUPT))
+    n_l = len(w_os)
+    for layer in range(n_l):
+        lc, lb = clean.layers[layer], corrupt.layers[layer]
+        g_a = grads[layer][0].double()  # [head, n, n]
+        g_z = (
+            grads[n_l + layer][0].detach().reshape(-1, lb.n_heads, D_HEAD).transpose(0, 1).double()
+        )
+        mask = torch.ones(lb.n_q, lb.n_k, dtype=torch.bool).tril()
+        for h in range(lb.n_heads):
+            g = lb.kv_head(h)
+            a_b = out.attentions[layer][0, h].detach().double()
+            a_q = masked_softmax(lc.head("q", h) @ lb.head("k", g).T * lb.scale, mask).double()
+            a_k = masked_softmax(lb.head("q", h) @ lc.head("k", g).T * lb.scale, mask).double()
+            cols = slice(g * D_HEAD, (g + 1) * D_HEAD)
+            dv = (v_clean[layer][:, cols] - v_corrupt[layer][:, cols]).double()  # [n, d]
+            row = f.query("layer == @layer and head == @h").iloc[0]
+            assert row["query"] == pytest.approx(float((g_a[h] * (a_q - a_b)).sum()), abs=1e-6)
+            assert row["key"] == pytest.approx(float((g_a[h] * (a_k - a_b)).sum()), abs=1e-6)
+            assert row["value"] == pytest.approx(float((g_z[h] * (a_b @ dv)).sum()), abs=1e-6)
