@@ -114,7 +114,7 @@ def report(model: str, long: int) -> None:
         rss, loaded = r["rss"] / mib, r["rss_loaded"] / mib
         print(f"{label:18s} {r['n']:5d} tokens  {r['seconds']:7.2f} s  = "
               f"{r['seconds'] / r['forward']:6.0f} plain forwards ({r['forward']:.3f} s each)  "
-              f"peak RSS {rss:7.0f} MiB (after loading {loaded:.0f} MiB)")  # fmt: skip
+              f"peak RSS {rss:7.0f} MiB (before the call {loaded:.0f} MiB)")  # fmt: skip
     print(f"exact sweep / AtP time ratio at {exact['n']} tokens: "
           f"{exact['seconds'] / atp['seconds']:.1f}x")  # fmt: skip
     ex = pd.DataFrame(exact["rows"])

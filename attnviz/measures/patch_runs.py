@@ -199,6 +199,9 @@ def run(model: LoadedModel, ids: torch.Tensor, record: bool = False) -> Caught:
     with torch.inference_mode(), hooked(model, read=caught):
         out = model.model(**rows_input(ids, 1, model), attnviz_call=Call(Knobs(), caught.record))
     caught.logits = out.logits[0, -1].float()
+    if caught.record is not None:  # AtP* reads q, k, v, the weights and the mask, not the scores
+        for rec in caught.record.layers.values():
+            rec.scores = None
     return caught
 
 
