@@ -1,6 +1,6 @@
 """Does a head matter: exact activation patching and attribution patching on a real decoder.
 
-Run: .venv/bin/python bench/patching.py [--model smollm2-135m] [--long 512]
+Run: .venv/bin/python bench/patching.py [--model smollm2-135m] [--long 512] [--residual]
 Prints tables; no assertions. Each measurement runs in a process of its own, so that its peak
 RSS is its own (the model's weights included).
 
@@ -12,6 +12,10 @@ last token. Measured: the exact head sweep (every head's z patched from clean in
 at the same length and at --long tokens (filler text before the same ending), time and peak
 RSS; which heads carry the answer, where AtP misses the exact effect by more than 10 % of the
 clean − corrupt gap, and where the induction head the atlas finds (L18H6) ranks.
+
+--residual: the residual stream instead (exact sweep of every (layer, position) and AtP) on a
+short pair, "The cat was tired. The dog was happy. The cat was" and the same with "hungry":
+AtP's estimate beside the exact effect at the edited token, layer by layer.
 """
 
 from __future__ import annotations
@@ -146,15 +150,40 @@ def report(model: str, long: int) -> None:
           + ", ".join(f"{r.name} {r.effect:.2f}" for r in top.itertuples()))  # fmt: skip
 
 
+def residual(model_name: str) -> None:
+    model = attnviz.load_model(model_name)
+    clean = "The cat was tired. The dog was happy. The cat was"
+    corrupt = clean.replace("tired", "hungry", 1)
+    t0 = time.perf_counter()
+    exact = attnviz.patch(model, clean, corrupt, over="residual")
+    t1 = time.perf_counter()
+    atp = attnviz.attribution_patching(model, clean, corrupt, over="residual", exact=exact)
+    t2 = time.perf_counter()
+    a = exact.attrs
+    print(f"{clean!r} / 'tired' -> 'hungry'; logit({a['answer']!r}) - logit({a['foil']!r}): "
+          f"clean {a['clean']:.3f}, corrupt {a['corrupt']:.3f}; {len(exact)} cells")  # fmt: skip
+    print(f"exact residual sweep {t1 - t0:.1f} s; AtP {t2 - t1:.1f} s")
+    at = a["differ"][0]
+    rows = atp[atp["position"] == at][["layer", "effect", "exact", "miss"]]
+    print(f"the edited token (position {at}), layer by layer (AtP effect, exact effect):")
+    print(rows.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    elsewhere = int(atp[atp["position"] != at]["miss"].sum())
+    print(f"misses: {int(atp['miss'].sum())} of {len(atp)} cells, {elsewhere} of them elsewhere")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--long", type=int, default=512, help="tokens of the long AtP run")
+    parser.add_argument("--residual", action="store_true", help="the residual stream instead")
     parser.add_argument("--part", choices=["exact", "atp"], help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.part:
         print(json.dumps(part(args.part, args.model, args.n)))
+        return
+    if args.residual:
+        residual(args.model)
         return
     report(args.model, args.long)
 

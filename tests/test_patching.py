@@ -293,3 +293,26 @@ def test_atp_star_parts_are_the_eager_models_pattern_gradient_times_the_recomput
             assert row["query"] == pytest.approx(float((g_a[h] * (a_q - a_b)).sum()), abs=1e-6)
             assert row["key"] == pytest.approx(float((g_a[h] * (a_k - a_b)).sum()), abs=1e-6)
             assert row["value"] == pytest.approx(float((g_z[h] * (a_b @ dv)).sum()), abs=1e-6)
+
+
+def test_residual_atp_is_autograds_gradient_dotted_with_the_difference(pair):
+    f = attnviz.attribution_patching(pair.model, CLEAN, CORRUPT, over="residual")
+    a, b = f.attrs["answer_id"], f.attrs["foil_id"]
+    layers, _ = modules(pair)
+    x_clean = eager_inputs_of(pair, CLEAN, layers)
+    caught = {}
+    handles = [
+        mod.register_forward_pre_hook(lambda m, args, i=i: caught.__setitem__(i, args[0]))
+        for i, mod in enumerate(layers)
+    ]
+    try:
+        emb = pair.eager.get_input_embeddings()(ids(pair, CORRUPT)).requires_grad_(True)
+        logits = pair.eager(inputs_embeds=emb).logits[0, -1]
+        grads = torch.autograd.grad(logits[a] - logits[b], [caught[i] for i in sorted(caught)])
+    finally:
+        for h in handles:
+            h.remove()
+    for layer, g in enumerate(grads):
+        want = ((x_clean[layer] - caught[layer][0].detach()) * g[0]).sum(-1)  # [n]
+        got = f.query("layer == @layer").sort_values("position")["estimate"].to_numpy()
+        assert got == pytest.approx(want.numpy(), abs=1e-6)
