@@ -21,7 +21,10 @@ from attnviz.views.spec import escape
 from attnviz.views.tokens import shown
 from attnviz.views.writes import click_cells, grid_height
 
-CONE = "rgba(255, 196, 0, 0.22)"  # the causal cone's shade
+# the causal cone: a grey shade (it darkens a cell's colour without changing its hue, which a
+# coloured shade did: blue cells turned green) inside a dashed outline
+CONE = "rgba(90, 90, 90, 0.16)"
+CONE_LINE = dict(color="#e69500", width=2, dash="dash")
 
 
 def grid_of(frame: pd.DataFrame, column: str, rows: str, cols: str) -> torch.Tensor:
@@ -104,7 +107,7 @@ def residual_figure(
         la, p = cell
         if la + 1 < n_layers:
             cone = dict(x0=p - 0.5, x1=n - 0.5, y0=la + 0.5, y1=n_layers - 0.5)
-            fig.add_shape(type="rect", **cone, fillcolor=CONE, line=dict(width=0), name="cone")
+            fig.add_shape(type="rect", **cone, fillcolor=CONE, line=CONE_LINE, name="cone")
         mark_cells(fig, [(la, p)])
     return fig
 
