@@ -70,7 +70,18 @@ def heads_figure(
             data.append([f"{float(grid[la, h]):+.3f}", extra])
     hover = f"{html.escape(tr('pt.effect'))} %{{customdata[2]}}%{{customdata[3]}}"
     click_cells(fig, grid.shape, data, hover)
-    mark_cells(fig, sorted(misses))
+    outline(fig, sorted(misses))
+    return fig
+
+
+def outline(fig: go.Figure, cells) -> go.Figure:
+    """The misses outlined black with a white line inside: seen on a dark cell as on a pale one
+    (a black outline alone vanished on the darkest blue)."""
+    for r, c in cells:
+        box = dict(type="rect", x0=c - 0.5, x1=c + 0.5, y0=r - 0.5, y1=r + 0.5, name="miss")
+        fig.add_shape(**box, line=dict(color="#111", width=4))
+        inner = dict(box, x0=c - 0.38, x1=c + 0.38, y0=r - 0.38, y1=r + 0.38)
+        fig.add_shape(**inner, line=dict(color="#fff", width=1.5))
     return fig
 
 
