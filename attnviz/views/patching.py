@@ -8,6 +8,7 @@ same and later positions). The frames come from attnviz.patch and attnviz.attrib
 from __future__ import annotations
 
 import html
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -58,7 +59,8 @@ def heads_figure(
         grid,
         Axis([f"H{h}" for h in range(n_heads)], tr("ex.head")),
         Axis([f"L{la}" for la in range(n_layers)], tr("pg.layer")),
-        Colour.diverging(tr("pt.effect"), bound),
+        # one decimal from 9 heads on: two maps share a 1280-wide page, 26 px a cell
+        replace(Colour.diverging(tr("pt.effect"), bound), digits=".2f" if n_heads <= 8 else ".1f"),
         Marks(numbers=n_layers * n_heads <= 400),
         Frame(title, grid_height(n_layers)),
     )
