@@ -88,14 +88,18 @@ def outline(fig: go.Figure, cells) -> go.Figure:
 
 
 def residual_figure(
-    frame: pd.DataFrame, tokens: list[str], sel: Selection, title: str, cell=None
+    frame: pd.DataFrame, tokens: list[str], sel: Selection, title: str, cell=None, clean=None
 ) -> go.Figure:
-    """The effect of each residual cell, layer x position; `cell` (layer, position): its causal
-    cone (layer > L, position >= T) shaded and the cell outlined; a click picks a cell."""
+    """The effect of each residual cell, layer x position, along the corrupted `tokens` (where
+    `clean` differs: "clean→corrupted"); `cell` (layer, position): its causal cone (layer > L,
+    position >= T) shaded and the cell outlined; a click picks a cell."""
     tr = sel.tr
     grid = grid_of(frame, "effect", "layer", "position")
     n_layers, n = grid.shape
     x = Axis([shown(t) for t in tokens[:n]], tr("pt.position"), ticks=None)
+    if clean is not None:  # the edited positions read "tired→hungry"
+        x = replace(x, tokens=[a if a == b else f"{a}→{b}" for a, b in
+                               zip(map(shown, clean[:n]), x.tokens, strict=True)])  # fmt: skip
     y = Axis([f"L{la}" for la in range(n_layers)], tr("pg.layer"), named=True)
     fig = draw_map(
         grid, x, y, Colour.diverging(tr("pt.effect"), _bound(frame)),
@@ -154,5 +158,11 @@ def patch_figures(trace: Trace, sel: Selection, pair) -> list[go.Figure]:
     return [
         heads_figure(exact, sel, tr("pt.exact_title", **names), bound=b),
         heads_figure(atp, sel, tr("pt.atp_title", **names), misses_of(atp), bound=b),
-        residual_figure(resid, a["corrupt_tokens"], sel, tr("pt.resid_atp_title", **names)),
+        residual_figure(
+            resid,
+            a["corrupt_tokens"],
+            sel,
+            tr("pt.resid_atp_title", **names),
+            clean=a["clean_tokens"],
+        ),  # fmt: skip
     ]

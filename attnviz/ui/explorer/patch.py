@@ -216,7 +216,9 @@ def _residual(full: Trace, s, runs, corrupt: str) -> None:
         return
     a = s.attrs()
     names = dict(answer=shown(a["answer"]), foil=shown(a["foil"]))
-    fig = figures.residual_figure(found, s.corrupt_tokens, selection(), t(title, **names), _cell())
+    fig = figures.residual_figure(
+        found, s.corrupt_tokens, selection(), t(title, **names), _cell(), s.clean_tokens
+    )
     chart(fig, key="pt_resid", name="patch_residual", on_select=_cell_clicked,
           selection_mode="points")  # fmt: skip
     st.caption(t("pt.resid_help"))
