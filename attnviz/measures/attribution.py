@@ -48,6 +48,7 @@ from attnviz.engine.request import Knobs
 from attnviz.measures.patch_runs import (
     Caught,
     PatchSetup,
+    check_decoder,
     decoder_blocks,
     effect,
     hooked,
@@ -235,6 +236,8 @@ def attribution_patching(
     `exact` (a frame from patch, same over): `exact` (its effect), `miss` (|effect − exact| >
     0.1, i.e. 10 % of clean − corrupt) and `miss_star` (the same for effect_star)."""
     check_options(over, "denoising")
+    check_decoder(model)
+    components(model, 1, over, layer)  # a bad layer is refused before any forward
     s, run_clean, run_corrupt = setup(model, clean, corrupt, answer, foil)
     if exact is not None and exact.attrs.get("answer_id", s.answer) != s.answer:
         raise ValueError("exact was measured with another answer: pass the same answer and foil")

@@ -32,6 +32,7 @@ from attnviz.i18n import Message
 from attnviz.measures.patch_runs import (
     Caught,
     PatchSetup,
+    check_decoder,
     decoder_blocks,
     effect,
     hooked,
@@ -172,5 +173,7 @@ def patch(
     ids), clean and corrupt (the metric of each run), clean_tokens, corrupt_tokens, differ (the
     positions where they differ), over, direction."""
     check_options(over, direction)
+    check_decoder(model)
+    components(model, 1, over, layer)  # a bad layer is refused before any forward
     s, run_clean, run_corrupt = setup(model, clean, corrupt, answer, foil)
     return sweep(s, (run_clean, run_corrupt), over, direction, layer)
