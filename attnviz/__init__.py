@@ -4,9 +4,11 @@ Public API: trace_text (the toy stack), load_model and trace_model (a pretrained
 view in a notebook; "explore" for the interactive widget), rollout, next_tokens, Trace and
 LayerTrace (the tensors), StackConfig; what heads write: head_logits and logit_lens (a decoder's
 next-token logits read head by head and layer by layer), flow_graph (the information-flow
-routes to a prediction), grouped (words instead of pieces),
+routes to a prediction), qk_attribution and qk_keys (why a head looks where it looks: a logit
+split into what query and key carry), grouped (words instead of pieces),
 compare (two traces head by head), special_share (value-weighted attention on special tokens);
-head_roles (the head atlas) and atlas_corpus (the same over a corpus, on Ray).
+head_roles (the head atlas) and atlas_corpus (the same over a corpus, on Ray); does a head matter:
+patch (exact activation patching) and attribution_patching (its one-backward estimate, AtP*).
 The engine never imports streamlit. The pretrained-model half (transformers) loads on first use.
 """
 
@@ -30,8 +32,12 @@ with _collector_paused():  # torch: ~10^6 objects, 0.2 s of collections (engine/
 if TYPE_CHECKING:
     from attnviz.engine.generate import generate
     from attnviz.engine.hooked import load_model, trace_model
+    from attnviz.measures.attribution import attribution_patching
     from attnviz.measures.flow import flow_graph
     from attnviz.measures.lens import head_logits, logit_lens
+    from attnviz.measures.patching import patch
+    from attnviz.measures.qk import qk_attribution
+    from attnviz.measures.qk_sources import qk_keys
     from attnviz.measures.roles import head_roles
     from attnviz.serve.corpus_ray import atlas_corpus
     from attnviz.views.notebook import show
@@ -58,6 +64,8 @@ __all__ = [
     "special_share",
     "qk_attribution",
     "qk_keys",
+    "patch",
+    "attribution_patching",
 ]
 
 
@@ -83,6 +91,14 @@ def __getattr__(name: str):
         from attnviz.measures.flow import flow_graph
 
         return flow_graph
+    if name == "patch":  # exact activation patching of a decoder (needs transformers)
+        from attnviz.measures.patching import patch
+
+        return patch
+    if name == "attribution_patching":  # AtP and AtP*'s query/key parts
+        from attnviz.measures.attribution import attribution_patching
+
+        return attribution_patching
     if name == "generate":  # attention while a decoder generates (needs transformers)
         from attnviz.engine.generate import generate
 

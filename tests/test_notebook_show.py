@@ -50,7 +50,9 @@ def _static(shown) -> None:
     assert shown._repr_html_().count("<svg") == len(shown)
 
 
-@pytest.mark.parametrize("view", [v for v in VIEWS if registry.BY_NAME[v].needs != "model"])
+@pytest.mark.parametrize(
+    "view", [v for v in VIEWS if registry.BY_NAME[v].needs not in ("model", "pair")]
+)
 def test_every_view_is_one_object_with_a_static_fallback(trace, view) -> None:
     other = attnviz.trace_text("the dog sat on the mat", trace_config(trace))
     extra = {"other": other} if view == "compare" else {}
@@ -69,6 +71,15 @@ def test_the_model_views_draw_with_a_static_fallback_and_need_the_model(view) ->
     _static(attnviz.show(model, view=view, text="我爱水", lang="zh"))  # the model is the source
     with pytest.raises(TypeError, match=f"view='{view}' needs the model"):
         attnviz.show(trace, view=view)
+
+
+def test_the_patch_view_draws_with_a_static_fallback_and_needs_model_and_other() -> None:
+    model = attnviz.load_model("attnviz-char-zh-en", device="cpu")
+    clean = "the cat sat on the mat, the cat sat on the m"
+    _static(attnviz.show(model, view="patch", text=clean, other=clean.replace("cat", "dog", 1)))
+    trace = attnviz.trace_model(model, clean)
+    with pytest.raises(TypeError, match="view='patch' needs model= and other="):
+        attnviz.show(trace, view="patch", other="the dog")
 
 
 def test_the_static_fallback_escapes_tokens_and_draws_the_weights() -> None:

@@ -17,7 +17,7 @@ UI = APP_DIR / "ui"
 KEY_ARGS = {
     "bound": 0, "default": 0, "read": 0, "present": 0, "write": 0, "seed": 0, "sync": 0, "key": 0,
     "url_select": 3, "choice_slider": 2, "kv_slider": 2, "_steps_slider": 1, "_pick_index": 0,
-    "seed_list": 0, "sync_list": 0, "_switch": 0,
+    "seed_list": 0, "sync_list": 0, "_switch": 0, "_pick_token": 0,
     "pick_model": (0, 1),  # the picker's key and the typed name's (ui/models.py)
 }  # fmt: skip
 PICKERS = {"pick_scale": "wscale", "pick_window": None, "pick_focus": "focus"}

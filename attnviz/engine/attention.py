@@ -80,4 +80,8 @@ def masked_softmax(
     empty_rows = ~mask.any(dim=-1, keepdim=True)  # [..., q, 1]
     if bool(empty_rows.any()):
         logits = logits.masked_fill_(empty_rows, 0.0)
-    return torch.softmax(logits, dim=-1).masked_fill_(blocked, 0.0)
+    probs = torch.softmax(logits, dim=-1)
+    # in place where no gradient is wanted; a graph (attribution patching) keeps softmax's output
+    return (
+        probs.masked_fill(blocked, 0.0) if probs.requires_grad else probs.masked_fill_(blocked, 0.0)
+    )

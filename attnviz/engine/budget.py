@@ -31,6 +31,9 @@ class Budget:
     # lean (q, k, v, z, the mask rule, log-sum-exp; weights recomputed on access)
     full_trace_bytes: int = 256 * MiB
     max_model_work: int = 2 * 10**12  # ATTNVIZ_MAX_MODEL_WORK: floating-point ops of one forward
+    # ATTNVIZ_MAX_SWEEP_WORK: floating-point ops of one patching sweep, all its forwards together
+    # (measures/patching.py: SmolLM2's 270 heads at 32 tokens are 2.4 * 10^12)
+    max_sweep_work: int = 20 * 10**12
     # The training lab shares the server's cores with every other page: a run's wall-clock limit
     # in seconds (ATTNVIZ_LAB_SECONDS); how many run at once is attnviz.serve.settings'
     lab_seconds: int = 60
@@ -55,6 +58,7 @@ PUBLIC_LIMITS = {
     "max_tokens": 256,
     "max_text_chars": 20_000,
     "max_model_work": 10**11,
+    "max_sweep_work": 4 * 10**12,
     "max_atlas_bytes": 16 * MiB,
 }  # unless ATTNVIZ_* set them
 

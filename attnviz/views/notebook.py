@@ -140,7 +140,9 @@ def show(
     "link", "outputs", "logits" (each head's push on the next token's logit: needs `model=`
     unless `source` is the model), "lens" (the logit lens: the same), "compare" (every head's
     change from `source` to `other=`, a Trace or a text of the same model), "flow" (the
-    information-flow graph to the last token's prediction: needs `model=`) return a `View`
+    information-flow graph to the last token's prediction: needs `model=`), "patch" (activation
+    patching: `source`'s text clean, `other=` a corrupted text of as many tokens, `model=`;
+    `token=` the answer; exact head sweep, AtP with misses, residual AtP) return a `View`
     (Plotly figures with a static SVG fallback, so an exported notebook still shows them);
     "explore" returns the interactive widget (attnviz.views.widget: layer and head pickers, hover
     or click a token to isolate it, knobs that need no rerun).
@@ -161,12 +163,7 @@ def show(
     needs = registry.BY_NAME[view].needs if view in registry.BY_NAME else None
     if model is None and isinstance(source, LoadedModel):
         model = source
-    if needs and model is None and not (needs == "other" and isinstance(other, Trace)):
-        raise TypeError(
-            f"view={view!r} needs the model: show(trace, view={view!r}, model=model)"
-            if needs == "model"
-            else f"view={view!r} needs other=: a second Trace (or a text and model=)"
-        )
+    _check_needs(view, needs, model, other)
     full = as_trace(source, text, tokens)
     trace = full if part is None else full.part(part)
     if trace.meta.get("weights_only") and view not in WEIGHTS_ONLY:
@@ -188,6 +185,8 @@ def show(
         return explorer(trace, layer=sel.layer, head=sel.head, labels=labels)
     if needs == "model":  # the whole run: the final state reads every part
         drawn = VIEWS[view](full, sel, _loaded(model))
+    elif needs == "pair":  # the sentence clean, `other` corrupt (measures/patching.py)
+        drawn = VIEWS[view](full, sel, (_loaded(model), other))
     elif needs == "other":
         if not isinstance(other, Trace):
             other = as_trace(model, str(other))
@@ -196,6 +195,20 @@ def show(
     else:
         drawn = VIEWS[view](trace, sel)
     return View(view, drawn if isinstance(drawn, list) else [drawn])
+
+
+def _check_needs(view: str, needs: str | None, model: object, other: object) -> None:
+    """A view that needs the model, a second trace or text, or both, has them."""
+    if needs and model is None and not (needs == "other" and isinstance(other, Trace)):
+        raise TypeError(
+            f"view={view!r} needs the model: show(trace, view={view!r}, model=model)"
+            if needs == "model"
+            else f"view={view!r} needs other=: a second Trace (or a text and model=)"
+            if needs == "other"
+            else f"view={view!r} needs model= and other= (the corrupted text)"
+        )
+    if needs == "pair" and not isinstance(other, str):
+        raise TypeError(f"view={view!r} needs other=: the corrupted text (a str)")
 
 
 def grouped_as(trace: Trace, unit: str) -> Trace:

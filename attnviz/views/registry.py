@@ -6,7 +6,7 @@ A new view is one entry here plus its builder in attnviz.views.panels (or a modu
 writes, compare), and its drawer (the widgets around the figures) in attnviz.ui.explorer. A view
 that `needs` more than the trace takes it as a third argument: "model" (the loaded model: the
 app finds it by the trace's request, a notebook passes model=), "other" (a second trace to
-compare with). No streamlit here.
+compare with), "pair" (the model and a second text: Patch). No streamlit here.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from attnviz.engine.trace import Trace
-from attnviz.views import compare, flow, panels, why, writes
+from attnviz.views import compare, flow, panels, patching, why, writes
 from attnviz.views.selection import Selection
 
 Figures = Callable[[Trace, Selection], "go.Figure | list[go.Figure]"]
@@ -27,10 +27,10 @@ Figures = Callable[[Trace, Selection], "go.Figure | list[go.Figure]"]
 class View:
     """One view. `figures`: its figures for a Selection (None: a table, not drawn by show);
     `picks`: the pickers it has among "layer" and "head"; `weights_only`: attentions alone
-    suffice (a model's output_attentions, with no q, k or scores); `needs`: "model" or "other"
-    (its third argument), or None; `fields`: it has the "weights | moved" switch; `words`: it
-    can draw a trace grouped into words (else it shows the pieces: q, k, scores and z do not add
-    up over a word's pieces)."""
+    suffice (a model's output_attentions, with no q, k or scores); `needs`: "model", "other" or
+    "pair" (its third argument: the model, a second trace, or (model, second text)), or None;
+    `fields`: it has the "weights | moved" switch; `words`: it can draw a trace grouped into
+    words (else it shows the pieces: q, k, scores and z do not add up over a word's pieces)."""
 
     name: str
     figures: Figures | None
@@ -62,13 +62,14 @@ VIEWS: tuple[View, ...] = (
     View("compare", compare.compare_figures, HEAD, fields=True, needs="other"),  # two inputs
     View("why", why.why_figures, HEAD, needs="model", words=False),  # a logit split q x k
     View("flow", flow.flow_figures, needs="model", words=False),  # information-flow routes
+    View("patch", patching.patch_figures, needs="pair", words=False),  # does a head matter
 )
 BY_NAME = {view.name: view for view in VIEWS}
 NAMES = tuple(BY_NAME)
 
 
 # The views of a model's language-model head, offered where there is one (a decoder, BART).
-NEEDS_HEAD = tuple(v.name for v in VIEWS if v.needs == "model" and v.name != "why")
+NEEDS_HEAD = tuple(v.name for v in VIEWS if v.needs in ("model", "pair") and v.name != "why")
 
 
 def drawn() -> dict[str, Figures]:

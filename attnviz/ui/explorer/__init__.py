@@ -3,10 +3,11 @@
 The views are attnviz.views.registry's; here each gets its drawer, the widgets around its figures,
 one module a view: heads (all heads of a layer), overview, detail (Head detail), lines, rollout,
 numbers (One query, Outputs, head statistics), link (Link two tokens), writes (each head's push
-on a token's logit, the logit lens), compare (two texts), flow (the information-flow graph);
-pickers holds the pickers and the one place that moves the layer and head; export the downloads
-under every view. Most views that have pickers are fragments: picking a head reruns only that
-part of the page.
+on a token's logit, the logit lens), compare (two texts), flow (the information-flow graph),
+patch (does a head matter: activation patching), why (a logit split into what query and key
+carry); pickers holds the pickers and the one place that moves the layer and head; export the
+downloads under every view. Most views that have pickers are fragments: picking a head reruns
+only that part of the page.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from attnviz.ui.explorer.lines import lines_view
 from attnviz.ui.explorer.link import link
 from attnviz.ui.explorer.numbers import one_query, outputs, stats
 from attnviz.ui.explorer.overview import overview
+from attnviz.ui.explorer.patch import patch_view
 from attnviz.ui.explorer.pickers import VIEWS, followed_head, pick_unit, pick_view
 from attnviz.ui.explorer.rollout import rollout_view
 from attnviz.ui.explorer.why import why_view
@@ -46,6 +48,7 @@ DRAW = {
     "compare": compare_view,
     "why": why_view,
     "flow": flow_view,
+    "patch": patch_view,
 }
 # The views of a trace alone (the Playground's): not those that need a model's head or a second
 # text (the Pretrained page passes every view).
