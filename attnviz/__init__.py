@@ -5,7 +5,8 @@ view in a notebook; "explore" for the interactive widget), rollout, next_tokens,
 LayerTrace (the tensors), StackConfig; what heads write: head_logits and logit_lens (a decoder's
 next-token logits read head by head and layer by layer), grouped (words instead of pieces),
 compare (two traces head by head), special_share (value-weighted attention on special tokens);
-head_roles (the head atlas) and atlas_corpus (the same over a corpus, on Ray).
+head_roles (the head atlas) and atlas_corpus (the same over a corpus, on Ray); reproduce
+(published claims about attention measured on the shipped models, with verdicts).
 The engine never imports streamlit. The pretrained-model half (transformers) loads on first use.
 """
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from attnviz.measures.lens import head_logits, logit_lens
     from attnviz.measures.roles import head_roles
     from attnviz.serve.corpus_ray import atlas_corpus
+    from attnviz.claims import reproduce
     from attnviz.views.notebook import show
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "grouped",
     "compare",
     "special_share",
+    "reproduce",
 ]
 
 
@@ -84,4 +87,8 @@ def __getattr__(name: str):
         from attnviz.serve.corpus_ray import atlas_corpus
 
         return atlas_corpus
+    if name == "reproduce":  # published claims measured on the shipped models (transformers)
+        from attnviz.claims import reproduce
+
+        return reproduce
     raise AttributeError(f"module 'attnviz' has no attribute {name!r}")
