@@ -11,6 +11,7 @@ from pathlib import Path
 
 from attnviz.claims import bos, induction, knockout, kobayashi, sink
 from attnviz.claims.record import Record
+from attnviz.claims.report import write
 from attnviz.claims.setting import Setting, command
 from attnviz.engine.bundled import registry_file
 from attnviz.engine.hooked.families import DEFAULT_NAME
@@ -83,10 +84,12 @@ def reproduce(
     (the records so far are returned and written)."""
     names, chosen = _checked(only, models)
     s = setting or Setting()
-    plan = [(m, c) for m in chosen for c in names if m in CLAIMS[c].models]
+    # claim by claim (the knock-out, the slowest, last); each model loaded once a claim
+    plan = [(m, c) for c in names for m in chosen if m in CLAIMS[c].models]
     records: list[Record] = []
     start = time.perf_counter()
     loaded: dict[str, object] = {}
+    shared: dict[str, dict] = {m: {} for m in chosen}  # per model, across claims: its atlas
     for i, (name, claim) in enumerate(plan):
         if stop is not None and stop():
             break
@@ -97,13 +100,17 @@ def reproduce(
             continue
         if name not in loaded:
             loaded.clear()  # one model in memory at a time
-            loaded[name] = (_load(name, device), {})
-        model, shared = loaded[name]
-        records.append(CLAIMS[claim].measure(model, name, s, shared))
+            loaded[name] = _load(name, device)
+        model = loaded[name]
+        if progress is not None:  # within a claim (the knock-out's k), as a share of it
+            shared[name]["progress"] = lambda x, i=i, m=f"{claim} on {name}": progress(
+                (i + x) / len(plan), m
+            )
+        records.append(CLAIMS[claim].measure(model, name, s, shared[name]))
+        if out is not None:  # after every record: a run stopped or killed keeps what it measured
+            write(records, Path(out), s, time.perf_counter() - start)
     if progress is not None:
         progress(1.0, "done")
     if out is not None:
-        from attnviz.claims.report import write
-
         write(records, Path(out), s, time.perf_counter() - start)
     return records
