@@ -37,6 +37,7 @@ ALLOWED = set(
     float32 float16 bfloat16 NumPy attnviz
     GPT Llama Qwen Mistral Gemma Phi OLMo Granite RoBERTa BART Abnar Zuidema AttentionViz PCA
     BOS EOS bos eos ln Top sink Xiao StreamingLLM Kobayashi WordPiece SentencePiece BPE Logit
+    Gu Olsson arXiv
     """,
     )
 )

@@ -182,7 +182,7 @@ def card(claim: str, records: list[Record]) -> None:
     with st.container(border=True, key=f"rp_card_{claim}"):
         st.subheader(t(f"rp.claim.{claim}"))
         st.markdown(t(f"rp.says.{claim}"))
-        st.caption(t("rp.source", source=markup.escape(records[0].source or "—")))
+        st.caption(t("rp.source", source=t(f"rp.src.{claim}")))
         badges(records)
         fig = claim_figure(claim, records)
         if fig is not None:
