@@ -110,7 +110,9 @@ def got(r: Record) -> str:
         "knockout": lambda: dict(share=n["share_top6"] or 0.0, benefit=n["benefit"],
                                  beats=_beats(r.figure)),
     }[r.claim]()  # fmt: skip
-    return markup.escape(t(f"rp.got.{r.claim}", **fmt))
+    # the template is ours; a value that is text (a token, a head's name) is shown as code
+    return t(f"rp.got.{r.claim}", **{k: markup.code(v) if isinstance(v, str) else v
+                                     for k, v in fmt.items()})  # fmt: skip
 
 
 def _beats(figure: dict) -> str:
@@ -129,7 +131,7 @@ def record_block(r: Record) -> None:
         chart(fig, key=f"rp_{r.claim}_{r.model}", name=f"{r.claim}_{r.model}")
     if r.paper:
         paper = ", ".join(f"{k} {v}" for k, v in r.paper.items())
-        st.caption(t("rp.paper", numbers=markup.escape(paper)))
+        st.caption(t("rp.paper", numbers=markup.code(paper)))
     if r.link:
         href = f"{r.link['page']}?{r.link['query']}"
         st.link_button(t("rp.open"), href, icon=":material/open_in_new:")
