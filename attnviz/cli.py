@@ -188,8 +188,10 @@ def reproduce_parser() -> argparse.ArgumentParser:
         "(the Reproduce page reads it) and FOLDER/report.md. Claims: "
         + "; ".join(f"{name} ({c.about})" for name, c in CLAIMS.items()),
     )
-    parser.add_argument("--only", nargs="+", choices=list(CLAIMS), help="these claims only")
-    parser.add_argument("--models", nargs="+", choices=list(MODELS), help="these models only")
+    parser.add_argument("--only", nargs="+", choices=list(CLAIMS), metavar="NAME",
+                        help="these claims only: " + ", ".join(CLAIMS))  # fmt: skip
+    parser.add_argument("--models", nargs="+", choices=list(MODELS), metavar="MODEL",
+                        help="these models only: " + ", ".join(MODELS))  # fmt: skip
     parser.add_argument("--out", required=True, help="the folder for report.json and report.md")
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda or auto")
     return parser
