@@ -47,6 +47,11 @@ def _number(x: Any) -> str:
     return "—" if x is None else str(x)
 
 
+def _cell(text: str) -> str:
+    """Text in a Markdown table cell: a "|" (SmolLM2's <|im_start|>) would end the cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
 def markdown(report: dict[str, Any], records: list[Record]) -> str:
     """The table of claims: one row per (claim, model), with the verdict and its reason."""
     lines = [
@@ -61,8 +66,8 @@ def markdown(report: dict[str, Any], records: list[Record]) -> str:
     for r in records:
         numbers = ", ".join(f"{k} {_number(v)}" for k, v in r.numbers.items())
         paper = ", ".join(f"{k} {_number(v)}" for k, v in r.paper.items()) or "—"
-        why = r.reason.replace("|", "\\|")
-        lines.append(f"| {r.claim} | {r.model} | {numbers} | {paper} | **{r.verdict}** | {why} |")
+        cells = [_cell(x) for x in (r.claim, r.model, f"`{numbers}`", f"`{paper}`")]
+        lines.append(f"| {' | '.join(cells)} | **{r.verdict}** | {_cell(r.reason)} |")
     lines += ["", "Each row again: its command, e.g. `" + (records[0].command if records else "")]
     lines[-1] += "`."
     lines += ["", "Sources:", ""]
