@@ -27,8 +27,9 @@ def test_every_claim_of_the_saved_report_has_its_card():
     for claim in CLAIMS:  # one card each, titled in the page's language
         assert titles.count(translate(f"rp.claim.{claim}")) == 1, claim
     badges = [m.value for m in at.markdown if "-badge[" in m.value]
-    for r in records:  # a badge per model in its card
-        assert sum(f"{r.model}: {r.verdict}" in b for b in badges) == 1, (r.claim, r.model)
+    for model, verdict in {(r.model, r.verdict) for r in records}:  # a badge per record
+        want = sum(r.model == model and r.verdict == verdict for r in records)
+        assert sum(f"{model}: {verdict}]" in b for b in badges) == want, (model, verdict)
     # one figure over all models for the sink metric and the in-context curve, one per model
     # for the norms, the shares, the prefix matching and the knock-out; none for the BOS check
     per_model = {"sink_norms", "kobayashi", "prefix_matching", "knockout"}
@@ -64,7 +65,7 @@ def test_the_numbers_shown_are_the_reports(tmp_path, monkeypatch):
     monkeypatch.setenv(REPORT_ENV, str(path))
     at = app(PAGE)
     assert not at.exception
-    assert "43\\.2%" in " ".join(m.value for m in at.markdown)
+    assert "43.2%" in " ".join(m.value for m in at.markdown)
 
 
 def test_no_report_says_how_to_make_one(tmp_path, monkeypatch):
