@@ -87,7 +87,9 @@ def prefix_bars(figure: dict, names: tuple[str, str], title: str, y_title: str, 
     fig.add_hline(y=threshold, line=dict(dash="dash", color="#555"))
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text=html.escape(y_title), range=[0, 1])
-    return apply_layout(fig, title, HEIGHT)
+    fig = apply_layout(fig, title, HEIGHT)
+    fig.update_layout(margin_b=max(fig.layout.margin.b or 0, 60))  # room for the heads' names
+    return fig
 
 
 def knockout(figure: dict, names: dict[str, str], title: str) -> go.Figure:
