@@ -8,7 +8,8 @@ routes to a prediction), qk_attribution and qk_keys (why a head looks where it l
 split into what query and key carry), grouped (words instead of pieces),
 compare (two traces head by head), special_share (value-weighted attention on special tokens);
 head_roles (the head atlas) and atlas_corpus (the same over a corpus, on Ray); does a head matter:
-patch (exact activation patching) and attribution_patching (its one-backward estimate, AtP*).
+patch (exact activation patching) and attribution_patching (its one-backward estimate, AtP*);
+reproduce (published claims about attention measured on the shipped models, with verdicts).
 The engine never imports streamlit. The pretrained-model half (transformers) loads on first use.
 """
 
@@ -30,6 +31,7 @@ with _collector_paused():  # torch: ~10^6 objects, 0.2 s of collections (engine/
     from attnviz.measures.words import grouped
 
 if TYPE_CHECKING:
+    from attnviz.claims import reproduce
     from attnviz.engine.generate import generate
     from attnviz.engine.hooked import load_model, trace_model
     from attnviz.measures.attribution import attribution_patching
@@ -66,6 +68,7 @@ __all__ = [
     "qk_keys",
     "patch",
     "attribution_patching",
+    "reproduce",
 ]
 
 
@@ -117,4 +120,8 @@ def __getattr__(name: str):
         from attnviz.serve.corpus_ray import atlas_corpus
 
         return atlas_corpus
+    if name == "reproduce":  # published claims measured on the shipped models (transformers)
+        from attnviz.claims import reproduce
+
+        return reproduce
     raise AttributeError(f"module 'attnviz' has no attribute {name!r}")

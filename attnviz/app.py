@@ -27,6 +27,7 @@ explore = [
     page("app_pages/pretrained.py", title=ui.t("nav.pretrained"), icon=":material/psychology:"),
     page("app_pages/generate.py", title=ui.t("nav.generate"), icon=":material/auto_awesome:"),
     page("app_pages/atlas.py", title=ui.t("nav.atlas"), icon=":material/grid_view:"),
+    page("app_pages/reproduce.py", title=ui.t("nav.reproduce"), icon=":material/fact_check:"),
 ]
 # The classroom pages in teaching order (attnviz.lessons.path; the lesson ends on the Pretrained
 # page).

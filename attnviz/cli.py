@@ -30,6 +30,7 @@ SERVE_ENV = {
 HELP = """usage: attnviz [STREAMLIT OPTIONS]
        attnviz models [--no-convert] [--check] [NAME ...]
        attnviz atlas --model NAME --texts FILE --out FOLDER [--address ...] [--workers N] ...
+       attnviz reproduce [--only NAME ...] [--models NAME ...] --out FOLDER
 
 Start the attnviz app in your browser (http://localhost:8501 by default), offline, with the
 bundled model. Options go to `streamlit run`, e.g.
@@ -40,6 +41,9 @@ ATTNVIZ_PRIME=0 opens the server without drawing the first page in advance.
 once, checks them and converts them for fast loading (attnviz.fetch).
 `attnviz atlas` measures the head atlas of a model over a corpus on Ray workers (on this machine,
 or a cluster with --address); `attnviz atlas --help` says more.
+`attnviz reproduce` measures published claims about attention (attention sinks, special tokens,
+induction heads) on the shipped models and writes report.json and report.md
+(`attnviz reproduce --help`).
 """
 
 
@@ -174,10 +178,54 @@ def summary(frame, out: Path) -> str:
     return "\n".join(lines)
 
 
+def reproduce_parser() -> argparse.ArgumentParser:
+    from attnviz.claims.run import CLAIMS, MODELS
+
+    parser = argparse.ArgumentParser(
+        prog="attnviz reproduce",
+        description="Published claims about attention measured on the models attnviz ships: "
+        "each claim's numbers, the paper's, a verdict and the command, in FOLDER/report.json "
+        "(the Reproduce page reads it) and FOLDER/report.md. Claims: "
+        + "; ".join(f"{name} ({c.about})" for name, c in CLAIMS.items()),
+    )
+    parser.add_argument("--only", nargs="+", choices=list(CLAIMS), metavar="NAME",
+                        help="these claims only: " + ", ".join(CLAIMS))  # fmt: skip
+    parser.add_argument("--models", nargs="+", choices=list(MODELS), metavar="MODEL",
+                        help="these models only: " + ", ".join(MODELS))  # fmt: skip
+    parser.add_argument("--out", required=True, help="the folder for report.json and report.md")
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda or auto")
+    return parser
+
+
+def reproduce(argv: list[str]) -> int:
+    """`attnviz reproduce`: attnviz.claims from the command line, with its progress; bad input
+    exits 2 with one line that says why, Ctrl-C 130."""
+    args = reproduce_parser().parse_args(argv)
+    from attnviz.claims import reproduce as run
+
+    def say(fraction: float, message: str) -> None:
+        print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
+
+    try:
+        records = run(args.only, args.models, args.out, say, device=args.device)
+    except ValueError as err:
+        print(f"attnviz reproduce: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nattnviz reproduce: stopped", file=sys.stderr)
+        return 130
+    for r in records:
+        print(f"{r.verdict:>14}  {r.claim} on {r.model}: {r.reason}")
+    print(f"report: {Path(args.out) / 'report.md'}", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["atlas"]:
         return atlas(args[1:])
+    if args[:1] == ["reproduce"]:
+        return reproduce(args[1:])
     if args[:1] in (["-h"], ["--help"]):
         print(HELP)
         return 0

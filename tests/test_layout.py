@@ -1,8 +1,11 @@
 """The package's shape, read from its own imports: folders by job, imports only downward, no
 cycle, no module past 450 lines, at most 8 modules loose in attnviz/.
 
-    pages (attnviz/app.py, attnviz/app_pages/) -> ui -> serve -> views, lessons
+    pages (attnviz/app.py, attnviz/app_pages/) -> ui -> serve -> views, lessons, claims
         -> measures (reading traces), training (the models attnviz trains) -> engine (making them)
+
+claims (published claims measured on the shipped models, attnviz.reproduce) reads traces and
+runs models like lessons: it imports engine and measures.
 
 attnviz/i18n.py (the UI strings) is a foundation any job may import. The same reading prints a
 summary: `python tests/test_layout.py` (rooms, arrows, cycles, the longest files).
@@ -14,17 +17,18 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "attnviz"
-JOBS = ("engine", "measures", "training", "lessons", "views", "serve", "ui")
+JOBS = ("engine", "measures", "training", "lessons", "claims", "views", "serve", "ui")
 # What each job may import from attnviz, besides itself and the foundation modules.
 ALLOWED = {
     "engine": set(),
     "measures": {"engine"},
     "training": {"engine"},
     "lessons": {"engine", "measures"},
-    "views": {"engine", "measures", "training"},
-    "serve": {"engine", "measures", "training", "views", "lessons"},
-    "ui": {"engine", "measures", "training", "views", "lessons", "serve"},
-    "pages": {"engine", "measures", "training", "views", "lessons", "serve", "ui"},
+    "claims": {"engine", "measures"},
+    "views": {"engine", "measures", "training", "claims"},
+    "serve": {"engine", "measures", "training", "views", "lessons", "claims"},
+    "ui": {"engine", "measures", "training", "views", "lessons", "serve", "claims"},
+    "pages": {"engine", "measures", "training", "views", "lessons", "serve", "ui", "claims"},
 }
 FOUNDATION = {"attnviz.i18n"}
 MAX_LINES = 450
@@ -252,7 +256,13 @@ def summary() -> str:
 
 
 LAYER_MODULES = {"engine/layer.py", "measures/grouped_layer.py"}  # the layer family's own
-READERS = ("views", "ui", "serve", "measures")  # read traces through the layer's interface
+READERS = (
+    "views",
+    "ui",
+    "serve",
+    "measures",
+    "claims",
+)  # read traces through the layer's interface
 KINDS = {"LeanLayer", "GroupedLayer", "MaskRule"}
 
 

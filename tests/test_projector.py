@@ -22,6 +22,7 @@ PAGES = [
     "app_pages/multihead.py",
     "app_pages/sharing.py",
     "app_pages/positions.py",
+    "app_pages/reproduce.py",
 ]
 
 

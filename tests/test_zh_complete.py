@@ -37,6 +37,7 @@ ALLOWED = set(
     float32 float16 bfloat16 NumPy attnviz
     GPT Llama Qwen Mistral Gemma Phi OLMo Granite RoBERTa BART Abnar Zuidema AttentionViz PCA
     BOS EOS bos eos ln Top sink Xiao StreamingLLM Kobayashi WordPiece SentencePiece BPE Logit
+    Gu Olsson arXiv UTC GGUF
     """,
     )
 )
@@ -145,6 +146,7 @@ def english_words(at) -> dict[str, list[str]]:
     for text in visible_texts(at):
         plain = re.sub(r"\$[^$]*\$", " ", text)  # inline LaTeX is a formula
         plain = re.sub(r"`[^`]*`", " ", plain)  # code spans: names of code
+        plain = re.sub(r":[a-z]+-badge\[|:material/\w+:", " ", plain)  # st.badge's markup
         plain = re.sub(r"https?://\S+", " ", plain)
         plain = re.sub(r"<br>", " ", plain)  # a chart title's line break (spec.layout_dict)
         plain = re.sub(r"(?<=[^\sA-Za-z])_[A-Za-z0-9]{1,3}\b", " ", plain)  # 权重_ij
