@@ -143,10 +143,15 @@ def test_the_knockout_verdict() -> None:
                                                  "(0.00 nats)")  # fmt: skip
 
 
-def test_the_bos_check_catches_a_doubled_bos() -> None:
+def test_the_bos_check_catches_a_doubled_bos(monkeypatch) -> None:
+    from attnviz.engine.hooked import encoding
+
     char = load_model("attnviz-char-zh-en", device="cpu")  # adds [BOS]; no GGUF, no template
-    record = one_bos(char, "attnviz-char-zh-en", SMALL)
+    record = one_bos(char, "attnviz-char-zh-en", SMALL)  # attnviz drops the template's own [BOS]
     assert record.numbers["plain_leading_bos"] == 1
+    assert record.numbers["chat_leading_bos"] == 1 and record.verdict == "pass"
+    monkeypatch.setattr(encoding, "one_bos", lambda model, text: text)  # without that fix
+    record = one_bos(char, "attnviz-char-zh-en", SMALL)
     assert record.numbers["chat_leading_bos"] == 2  # the template's own [BOS] after the added one
     assert record.verdict == "fail" and "2 BOS" in record.reason
 

@@ -149,6 +149,9 @@ def prompt_ids(model, prompt: str) -> list[int]:
     prompt = validate.text("prompt", prompt)
     if not prompt.strip():
         raise EmptyInput(Message("gen.err.empty"))
+    from attnviz.engine.hooked.encoding import one_bos  # transformers: loaded with the model
+
+    prompt = one_bos(model, prompt)  # a template's own BOS: the tokenizer adds one already
     tok = model.call_tokenizer
     with model.call_lock:
         ids = tok(prompt, truncation=True, max_length=model.max_length)["input_ids"]

@@ -15,6 +15,7 @@ def encode(
 ) -> tuple[dict[str, torch.Tensor], list[int]]:
     """Tokenized batch (truncated to `limit`, padded) and each item's untruncated length."""
     tok = model.call_tokenizer
+    texts = [one_bos(model, text) for text in texts]
     with model.call_lock:
         # One token past the limit tells "fits" from "was cut" in one pass in the common case.
         enc = tok(
@@ -28,6 +29,24 @@ def encode(
         )
         full = tok(texts, pairs, verbose=False)["input_ids"]
     return dict(enc), [len(ids) for ids in full]
+
+
+def one_bos(model: LoadedModel, text: str) -> str:
+    """`text` less a leading BOS written out ("<bos><start_of_turn>user...", a chat template's own
+    bos_token) where the tokenizer adds its BOS anyway: one BOS, not two. Two would make the
+    second position a sink of its own and distort every figure read at the first token (Gemma 3's
+    GGUF: add_bos_token, and its template starts with {{ bos_token }})."""
+    tok = model.tokenizer
+    bos = getattr(tok, "bos_token", None)
+    if model.kind != "decoder" or not bos or not isinstance(text, str) or not text.startswith(bos):
+        return text
+    adds = getattr(model, "_adds_bos", None)
+    if adds is None:
+        with model.call_lock:
+            ids = model.call_tokenizer("a")["input_ids"]
+        adds = bool(ids) and ids[0] == tok.bos_token_id
+        object.__setattr__(model, "_adds_bos", adds)
+    return text[len(bos) :] if adds else text
 
 
 def special_positions(
