@@ -123,3 +123,17 @@ def test_the_command_line_end_to_end(pairs_file, tmp_path):
     bad = subprocess.run([*cmd, "--out", str(tmp_path / "run"), "--over", "positions"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and "invalid choice: 'positions'" in bad.stderr
+
+
+def test_bad_arguments_exit_2_with_one_line(pairs_file, tmp_path, capsys):
+    from attnviz import cli
+
+    out = str(tmp_path / "out")
+    common = ["patch", "--model", MODEL, "--out", out]
+    assert cli.main([*common, "--pairs", str(tmp_path / "nope.jsonl")]) == 2
+    assert cli.main([*common, "--pairs", str(pairs_file), "--workers", "0"]) == 2
+    assert cli.main([*common, "--pairs", str(pairs_file), "--address", "nowhere"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["attnviz patch"] * 3
+    assert "no such pairs file" in lines[0] and "--workers 0" in lines[1]
+    assert "not a Ray address" in lines[2]
