@@ -8,7 +8,8 @@ routes to a prediction), qk_attribution and qk_keys (why a head looks where it l
 split into what query and key carry), grouped (words instead of pieces),
 compare (two traces head by head), special_share (value-weighted attention on special tokens);
 head_roles (the head atlas) and atlas_corpus (the same over a corpus, on Ray); does a head matter:
-patch (exact activation patching) and attribution_patching (its one-backward estimate, AtP*);
+patch (exact activation patching), patch_pairs (the same over prompt pairs, on Ray) and
+attribution_patching (its one-backward estimate, AtP*);
 reproduce (published claims about attention measured on the shipped models, with verdicts).
 The engine never imports streamlit. The pretrained-model half (transformers) loads on first use.
 """
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from attnviz.measures.qk_sources import qk_keys
     from attnviz.measures.roles import head_roles
     from attnviz.serve.corpus_ray import atlas_corpus
+    from attnviz.serve.patch_pairs import patch_pairs
     from attnviz.views.notebook import show
 
 __all__ = [
@@ -68,6 +70,7 @@ __all__ = [
     "qk_keys",
     "patch",
     "attribution_patching",
+    "patch_pairs",
     "reproduce",
 ]
 
@@ -120,6 +123,10 @@ def __getattr__(name: str):
         from attnviz.serve.corpus_ray import atlas_corpus
 
         return atlas_corpus
+    if name == "patch_pairs":  # activation patching over prompt pairs on Ray (ray loads here)
+        from attnviz.serve.patch_pairs import patch_pairs
+
+        return patch_pairs
     if name == "reproduce":  # published claims measured on the shipped models (transformers)
         from attnviz.claims import reproduce
 

@@ -30,6 +30,7 @@ SERVE_ENV = {
 HELP = """usage: attnviz [STREAMLIT OPTIONS]
        attnviz models [--no-convert] [--check] [NAME ...]
        attnviz atlas --model NAME --texts FILE --out FOLDER [--address ...] [--workers N] ...
+       attnviz patch --pairs FILE.jsonl --model NAME --out FOLDER [--over heads|residual] ...
        attnviz reproduce [--only NAME ...] [--models NAME ...] --out FOLDER
 
 Start the attnviz app in your browser (http://localhost:8501 by default), offline, with the
@@ -41,6 +42,8 @@ ATTNVIZ_PRIME=0 opens the server without drawing the first page in advance.
 once, checks them and converts them for fast loading (attnviz.fetch).
 `attnviz atlas` measures the head atlas of a model over a corpus on Ray workers (on this machine,
 or a cluster with --address); `attnviz atlas --help` says more.
+`attnviz patch` runs activation patching over a dataset of prompt pairs on Ray workers and
+writes each component's mean effect (`attnviz patch --help`).
 `attnviz reproduce` measures published claims about attention (attention sinks, special tokens,
 induction heads) on the shipped models and writes report.json and report.md
 (`attnviz reproduce --help`).
@@ -150,6 +153,62 @@ def atlas(argv: list[str]) -> int:
     return 0
 
 
+def patch_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="attnviz patch",
+        description="Activation patching (denoising) of a decoder over prompt pairs, on Ray "
+        "workers that hold the model once: Parquet parts in --out (a rerun skips the finished "
+        "ones), summed up in effects.parquet and effects.csv (per component the mean, std, min, "
+        "max and count of the effect over the pairs).",
+    )
+    parser.add_argument("--pairs", required=True, help='a .jsonl file: one {"clean": ..., '
+                        '"corrupt": ..., optional "answer", "foil"} a line')  # fmt: skip
+    parser.add_argument(
+        "--model", required=True, help="a decoder: a bundled name, folder or Hub id"
+    )
+    parser.add_argument("--out", required=True, help="the folder for the parts and the effects")
+    parser.add_argument("--over", default="heads", choices=("heads", "residual"),
+                        help="the components: each head, or the residual stream at each layer "
+                        "and position (default heads)")  # fmt: skip
+    parser.add_argument("--address", help="a Ray cluster, as for `attnviz atlas`; default: Ray "
+                        "on this machine, for this run")  # fmt: skip
+    parser.add_argument("--workers", type=int, help="Ray workers, each holding the model")
+    return parser
+
+
+def patch(argv: list[str]) -> int:
+    """`attnviz patch`: attnviz.patch_pairs from the command line, with its progress bar; bad
+    input exits 2 with one line that says why, Ctrl-C exits 130 keeping the finished parts."""
+    args = patch_parser().parse_args(argv)
+    from attnviz.serve.patch_pairs import patch_pairs  # Ray and torch load only here
+
+    try:
+        frame = patch_pairs(args.model, args.pairs, args.out, args.over, args.address,
+                            args.workers, progress=True)  # fmt: skip
+    except ValueError as err:
+        print(f"attnviz patch: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\nattnviz patch: stopped; the finished parts stay in {args.out}: the same "
+              "command again goes on from them", file=sys.stderr)  # fmt: skip
+        return 130
+    except RuntimeError as err:
+        print(f"attnviz patch: {err}", file=sys.stderr)
+        return 1
+    out, skipped = Path(args.out), frame.attrs["skipped"]
+    lines = [f"patched {frame.attrs['n_pairs'] - len(skipped):,} of {frame.attrs['n_pairs']:,} "
+             f"pairs: {out / 'effects.parquet'} and {out / 'effects.csv'}"]  # fmt: skip
+    if len(frame):
+        top = frame.sort_values("mean", ascending=False).head(5)
+        keys = [c for c in ("layer", "head", "position") if c in frame.columns]
+        lines.append("largest mean effects: " + ", ".join(
+            "/".join(f"{k[0]}{int(r[k])}" for k in keys) + f" {r['mean']:.3f}"
+            for _, r in top.iterrows()))  # fmt: skip
+    lines += [f"  skipped {src}: {why}" for _, src, why in skipped[:20]]
+    print("\n".join(lines), file=sys.stderr)
+    return 0
+
+
 def summary(frame, out: Path) -> str:
     """What a finished run says: where the atlas is, the heads by role, the skipped texts."""
     import json
@@ -224,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["atlas"]:
         return atlas(args[1:])
+    if args[:1] == ["patch"]:
+        return patch(args[1:])
     if args[:1] == ["reproduce"]:
         return reproduce(args[1:])
     if args[:1] in (["-h"], ["--help"]):

@@ -161,6 +161,7 @@ class Manifest:
     n_texts: int
     texts_sha256: str
     format: int = FORMAT
+    settings: str = ""  # another job's settings (patch_pairs: "patch over=heads"); the atlas's: ""
 
     @property
     def n_parts(self) -> int:
@@ -191,11 +192,11 @@ class Store:
             try:
                 found = Manifest(**json.loads(path.read_text()))
             except (ValueError, TypeError) as err:
-                raise ValueError(f"{str(path)!r} is not an attnviz atlas manifest") from err
+                raise ValueError(f"{str(path)!r} is not an attnviz run's manifest") from err
             if found != manifest:
                 diff = [k for k, v in asdict(manifest).items() if asdict(found)[k] != v]
                 raise ValueError(
-                    f"{str(out)!r} holds an atlas of another run ({', '.join(diff)} differ: "
+                    f"{str(out)!r} holds the parts of another run ({', '.join(diff)} differ: "
                     f"{', '.join(f'{k}={asdict(found)[k]!r}' for k in diff)}): give a new --out "
                     "folder, or delete this one"
                 )

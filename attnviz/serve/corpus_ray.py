@@ -19,7 +19,8 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -55,14 +56,15 @@ class Progress:
         return (self.total - self.done) / self.rate if self.rate > 0 else None
 
 
-def bar(progress: Progress, stream=sys.stderr) -> None:
-    """The command line's progress bar: texts done, texts/s, ETA (one line, redrawn on a tty)."""
+def bar(progress: Progress, stream=sys.stderr, unit: str = "texts") -> None:
+    """The command line's progress bar: texts (or `unit`) done, a second, ETA (one line, redrawn
+    on a tty)."""
     width = 30
     filled = width * progress.done // max(1, progress.total)
     eta = progress.eta
     clock = "--:--" if eta is None else f"{int(eta // 60)}:{int(eta % 60):02d}"
-    line = (f"[{'#' * filled}{'.' * (width - filled)}] {progress.done:,}/{progress.total:,} texts"
-            f"  {progress.rate:.2f} texts/s  ETA {clock}")  # fmt: skip
+    line = (f"[{'#' * filled}{'.' * (width - filled)}] {progress.done:,}/{progress.total:,} {unit}"
+            f"  {progress.rate:.2f} {unit}/s  ETA {clock}")  # fmt: skip
     end = "\n" if progress.done >= progress.total or not stream.isatty() else ""
     print("\r" + line if stream.isatty() else line, end=end, file=stream, flush=True)
 
@@ -137,6 +139,21 @@ def _connect(address: str | None) -> bool:
     return True
 
 
+@contextmanager
+def ray_session(address: str | None) -> Iterator[None]:
+    """Ray joined at `address` or started here for the block; one this call started is stopped
+    at its end (and its workers with it), however the block ends."""
+    started = _connect(address)
+    try:
+        yield
+    finally:
+        if started:
+            import ray
+
+            _pool.clear()
+            ray.shutdown()
+
+
 @dataclass(frozen=True)
 class Plan:
     """A run's settings, checked in the driver before any worker starts."""
@@ -184,9 +201,9 @@ def batch_size(n_texts: int) -> int:
     return max(1, min(MAX_BATCH, -(-n_texts // 16)))
 
 
-def worker_name(plan: Plan, k: int) -> str:
-    """Worker k's actor name (ray.get_actor finds it), one set per model and token limit."""
-    return f"attnviz-atlas-{plan.model.replace('/', '_')}-{plan.max_tokens}-{plan.device}-{k}"
+def worker_name(plan: Plan, k: int, kind: str = "atlas") -> str:
+    """Worker k's actor name (ray.get_actor finds it), one set per kind, model and token limit."""
+    return f"attnviz-{kind}-{plan.model.replace('/', '_')}-{plan.max_tokens}-{plan.device}-{k}"
 
 
 def _worker_class():
@@ -237,9 +254,13 @@ def _worker_class():
 _pool: dict[str, object] = {}
 
 
-def start_workers(plan: Plan, workers: int | None, n_parts: int) -> list:
+def start_workers(
+    plan: Plan, workers: int | None, n_parts: int, kind: str = "atlas", make: Callable | None = None
+) -> list:
     """The run's actors (this session's of the same plan are reused), as many as asked, or as
-    the cluster's CPUs, GPUs and memory allow, and never more than there are parts."""
+    the cluster's CPUs, GPUs and memory allow, and never more than there are parts. `kind` and
+    `make` (a function returning the actor class, built as cls(model, device, threads)): another
+    job's workers (attnviz.serve.patch_pairs); the atlas's by default."""
     import ray
 
     free = ray.cluster_resources()
@@ -266,10 +287,10 @@ def start_workers(plan: Plan, workers: int | None, n_parts: int) -> list:
     if _pool.get("session") != session:  # Ray was restarted: the old handles are gone
         _pool.clear()
         _pool["session"] = session
-    names = [worker_name(plan, k) for k in range(max(1, want))]
+    names = [worker_name(plan, k, kind) for k in range(max(1, want))]
     for name in [n for n in _pool if n != "session" and n not in names]:
         ray.kill(_pool.pop(name))  # another plan's worker: its CPU and memory go to this run
-    cls = _worker_class()
+    cls = (make or _worker_class)()
     for name in names:
         if name not in _pool:
             # One CPU and one torch thread a worker: texts are independent, so workers scale
@@ -298,11 +319,13 @@ def run(
     actors: list,
     progress: Callable[[Progress], object] | None,
     stall_s: float | None = None,
+    args: tuple | None = None,
 ) -> None:
-    """Every part not in the folder yet, scored by the actors (IN_FLIGHT each) and written as it
-    comes back. Ctrl-C (KeyboardInterrupt) keeps what is written; what is in flight is dropped.
-    No part back for `stall_s` seconds (default stall_seconds()) is a RuntimeError: every wait
-    on Ray has a timeout, so a stuck worker never hangs the run."""
+    """Every part not in the folder yet, scored by the actors (IN_FLIGHT each: actor.score(items,
+    *args), args by default the token limit) and written as it comes back. Ctrl-C
+    (KeyboardInterrupt) keeps what is written; what is in flight is dropped. No part back for
+    `stall_s` seconds (default stall_seconds()) is a RuntimeError: every wait on Ray has a
+    timeout, so a stuck worker never hangs the run."""
     import ray
 
     stall_s = stall_seconds() if stall_s is None else stall_s
@@ -319,7 +342,7 @@ def run(
     def submit(a: int) -> None:
         k = queue.pop(0)
         items = [(i, corpus.texts[i]) for i in manifest.part_ids(k)]
-        flying[actors[a].score.remote(items, manifest.max_tokens)] = (k, a)
+        flying[actors[a].score.remote(items, *(args or (manifest.max_tokens,)))] = (k, a)
 
     try:
         for a in range(len(actors)):
@@ -388,9 +411,7 @@ def atlas_corpus(
     corpus = _corpus(texts)
     address = check_address(address)
     _ray()
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
-                                or workers < 1):  # fmt: skip
-        raise ValueError(f"--workers {workers!r}: give a whole number, 1 or more")
+    check_workers(workers)
     if gpus_per_worker < 0:
         raise ValueError(f"--gpus-per-worker {gpus_per_worker}: give 0 (CPU) or more")
     stall_s = stall_seconds()
@@ -399,18 +420,17 @@ def atlas_corpus(
                         len(corpus.texts), corpus.sha256)  # fmt: skip
     store = Store.open(out, manifest)
     if len(store.done()) < manifest.n_parts:  # a finished folder is only merged: no Ray
-        started = _connect(address)
-        try:
+        with ray_session(address):
             actors = start_workers(the_plan, workers, manifest.n_parts)
             report = bar if progress is True else (progress or None)
             run(corpus, store, actors, report, stall_s)
-        finally:
-            if started:
-                import ray
-
-                _pool.clear()
-                ray.shutdown()
     return store.finish(corpus)
+
+
+def check_workers(workers) -> None:
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1):  # fmt: skip
+        raise ValueError(f"--workers {workers!r}: give a whole number, 1 or more")
 
 
 def _corpus(texts: str | Path | list[str]) -> Corpus:
