@@ -99,8 +99,9 @@ SESSION_ONLY = frozenset({"long_doc"})
 # shows, and a link reopens the view, not a half-made download.
 SESSION_ONLY_PREFIXES = ("json_",)
 # Buttons that start live work whose result is the session's, not the link's: a training run in
-# the Training lab (a link reopens its settings; the run is trained again on request).
-LIVE_ACTIONS = ("lab_train_",)
+# the Training lab, a live measurement on the Reproduce page (a link reopens their settings; the
+# run is made again on request).
+LIVE_ACTIONS = ("lab_train_", "rp_measure", "rp_stop")
 
 
 def controls(at: AppTest) -> list:

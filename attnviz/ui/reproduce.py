@@ -15,7 +15,7 @@ from attnviz.claims import report
 from attnviz.claims.record import Record
 from attnviz.claims.run import CLAIMS, MODELS
 from attnviz.measures.roles import THRESHOLDS
-from attnviz.ui import markup
+from attnviz.ui import markup, url
 from attnviz.ui.language import t
 from attnviz.ui.widgets import chart, table
 from attnviz.views import claims as figures
@@ -200,10 +200,17 @@ def live() -> None:
     with st.expander(t("rp.live")):
         st.caption(t("rp.live_help"))
         name = lambda c: t(f"rp.claim.{c}")  # noqa: E731
-        claims = st.multiselect(t("rp.live_claims"), list(CLAIMS), default=["bos"],
-                                format_func=name, key="rp_claims")  # fmt: skip
-        models = st.multiselect(t("rp.live_models"), list(MODELS), default=["smollm2-135m"],
-                                key="rp_models")  # fmt: skip
+        for key, options in (("rp_claims", list(CLAIMS)), ("rp_models", list(MODELS))):
+            if key not in st.session_state and not st.query_params.get_all(key):
+                st.session_state[key] = list(url.default(key))  # a first visit: the defaults
+            url.seed_list(key, options)
+        claims = st.multiselect(t("rp.live_claims"), list(CLAIMS), format_func=name,
+                                key="rp_claims")  # fmt: skip
+        models = st.multiselect(t("rp.live_models"), list(MODELS), key="rp_models")
+        for key in ("rp_claims", "rp_models"):
+            url.sync_list(key)
+            if not st.session_state.get(key):  # none picked: said so, not the default again
+                st.query_params[key] = ""
         if st.session_state.get("rp_stop"):  # the Stop button's rerun ended the run
             st.info(t("rp.stopped"))
         if not st.button(t("rp.measure"), key="rp_measure", type="primary",

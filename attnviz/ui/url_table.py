@@ -110,6 +110,10 @@ TABLE = (
     Key("part", ("pretrained",), "choice", "encoder", "value", ("encoder", "decoder", "cross"),
         doc="an encoder-decoder's attention to draw", aliases=("b_part",)),
     # the head atlas
+    Key("rp_claims", ("reproduce",), "list", ("bos",), "value",
+        doc="the Reproduce page's claims to measure again here"),
+    Key("rp_models", ("reproduce",), "list", ("smollm2-135m",), "value",
+        doc="the Reproduce page's models to measure them on"),
     Key("at_source", ("atlas",), "choice", "measure", "value", ("measure", "saved"),
         doc="texts measured here, or a corpus atlas saved by `attnviz atlas`"),
     Key("at_saved", ("atlas",), "text", "", "value",
