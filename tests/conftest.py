@@ -64,9 +64,17 @@ SPREAD = frozenset(
 )
 
 
+# Files that start a local Ray instance: one unit, so that one worker runs them one after the
+# other (two Ray instances starting at once on this machine fail each other's start).
+RAY = frozenset({"test_corpus_ray.py", "test_patch_pairs.py"})
+
+
 def _unit(item: pytest.Item) -> str:
     path = item.nodeid.split("::")[0]
-    return item.nodeid if path.rsplit("/", 1)[-1] in SPREAD else path
+    name = path.rsplit("/", 1)[-1]
+    if name in RAY:
+        return "ray"
+    return item.nodeid if name in SPREAD else path
 
 
 @pytest.hookimpl(tryfirst=True)

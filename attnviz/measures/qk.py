@@ -26,7 +26,7 @@ from attnviz.engine.attention import kv_head
 from attnviz.engine.hooked.families import CROSS
 from attnviz.engine.hooked.loading import Block, LoadedModel
 from attnviz.engine.hooked.readout import block_of, freeze
-from attnviz.engine.hooked.stacks import Side, rotary, sides
+from attnviz.engine.hooked.stacks import Side, head_dim, rotary, sides
 from attnviz.engine.trace import LayerTrace, Trace
 from attnviz.measures.qk_parts import Part, block_parts, encoder_output_parts
 
@@ -171,7 +171,7 @@ def _sides_at(
     model: LoadedModel, trace: Trace, block: Block, q_pos: list[int], k_pos: list[int], h: int
 ) -> tuple[Projected, Projected]:
     """The query-side parts at q_pos and the key-side parts at k_pos, through head h."""
-    d_head = model.d_head
+    d_head = head_dim(block)
     q_side, k_side = sides(block, d_head)
     g = kv_head(h, block.n_heads, block.n_kv_heads)
     if block.part == CROSS:

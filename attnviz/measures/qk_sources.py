@@ -21,7 +21,7 @@ from attnviz.engine.attention import kv_head
 from attnviz.engine.hooked.families import CROSS
 from attnviz.engine.hooked.loading import LoadedModel
 from attnviz.engine.hooked.readout import block_of
-from attnviz.engine.hooked.stacks import sides
+from attnviz.engine.hooked.stacks import head_dim, sides
 from attnviz.engine.trace import Trace
 from attnviz.measures.qk import (
     SOURCE,
@@ -88,7 +88,8 @@ def qk_keys(
     if block.part == CROSS:
         raise ValueError("the per-key form reads one stack: pick a cell of a cross block instead")
     scale = float(traced.scale)
-    q_side, k_side = sides(block, model.d_head)
+    d_head = head_dim(block)
+    q_side, k_side = sides(block, d_head)
     g = kv_head(head, block.n_heads, block.n_kv_heads)
     q_i = traced.head("q", head)[i].double()  # [d_head]
     k_all = traced.head("k", g).double()  # [n_k, d_head]
@@ -99,12 +100,12 @@ def qk_keys(
         parts, cos_sin = block_parts(model, trace, block, at)
         if side == "key":
             rows = [at.index(j) for j in chunk]
-            k = project([_row(p, rows) for p in parts], k_side, g, model.d_head,
+            k = project([_row(p, rows) for p in parts], k_side, g, d_head,
                         _rope(block, cos_sin, rows))  # fmt: skip
             s = torch.einsum("pkd,d->kp", k.vectors, q_i) * scale  # [keys, parts]
         else:
             row = [at.index(i)]
-            q = project([_row(p, row) for p in parts], q_side, head, model.d_head,
+            q = project([_row(p, row) for p in parts], q_side, head, d_head,
                         _rope(block, cos_sin, row))  # fmt: skip
             s = (k_all[chunk] @ q.vectors[:, 0].T) * scale  # [keys, parts]
             k = q
@@ -168,10 +169,11 @@ def source_sums(model: LoadedModel, trace: Trace) -> dict[tuple[str, int], np.nd
 def _layer_sources(model, tr: Trace, block, grouped: list[Part], cos_sin) -> np.ndarray:
     """Every head of one block at once: [heads, len(SOURCES)]."""
     traced = tr.layers[block.layer]
-    q_side, k_side = sides(block, model.d_head)
+    d_head = head_dim(block)
+    q_side, k_side = sides(block, d_head)
     rope = _rope(block, cos_sin, list(range(traced.n_q)))
-    q = _folded(project_all(grouped, q_side, model.d_head, rope))  # [C, head, n, d]
-    k = _folded(project_all(grouped, k_side, model.d_head, rope))  # [C, kv head, n, d]
+    q = _folded(project_all(grouped, q_side, d_head, rope))  # [C, head, n, d]
+    k = _folded(project_all(grouped, k_side, d_head, rope))  # [C, kv head, n, d]
     heads = block.n_heads
     group = torch.tensor([kv_head(h, heads, block.n_kv_heads) for h in range(heads)])
     w = torch.stack([traced.block("weights", h) for h in range(heads)])  # [head, n, n]

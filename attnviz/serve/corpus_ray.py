@@ -283,7 +283,8 @@ def start_workers(
             f"--workers {want}: this Ray cluster fits {fits} (each needs {size(plan.memory)} of "
             f"memory{f' and {plan.gpus:g} GPU' if plan.gpus else ''})"
         )
-    session = ray.get_runtime_context().get_job_id()
+    context = ray.get_runtime_context()  # a new local Ray has job 01000000 again: a new node id
+    session = (context.get_job_id(), context.get_node_id())
     if _pool.get("session") != session:  # Ray was restarted: the old handles are gone
         _pool.clear()
         _pool["session"] = session

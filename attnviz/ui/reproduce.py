@@ -200,17 +200,13 @@ def live() -> None:
     with st.expander(t("rp.live")):
         st.caption(t("rp.live_help"))
         name = lambda c: t(f"rp.claim.{c}")  # noqa: E731
-        for key, options in (("rp_claims", list(CLAIMS)), ("rp_models", list(MODELS))):
-            if key not in st.session_state and not st.query_params.get_all(key):
-                st.session_state[key] = list(url.default(key))  # a first visit: the defaults
-            url.seed_list(key, options)
+        url.seed_list("rp_claims", list(CLAIMS), default=url.default("rp_claims"))
+        url.seed_list("rp_models", list(MODELS), default=url.default("rp_models"))
         claims = st.multiselect(t("rp.live_claims"), list(CLAIMS), format_func=name,
                                 key="rp_claims")  # fmt: skip
         models = st.multiselect(t("rp.live_models"), list(MODELS), key="rp_models")
-        for key in ("rp_claims", "rp_models"):
-            url.sync_list(key)
-            if not st.session_state.get(key):  # none picked: said so, not the default again
-                st.query_params[key] = ""
+        url.sync_list("rp_claims", empty_marker=True)  # none picked is kept as none
+        url.sync_list("rp_models", empty_marker=True)
         if st.session_state.get("rp_stop"):  # the Stop button's rerun ended the run
             st.info(t("rp.stopped"))
         if not st.button(t("rp.measure"), key="rp_measure", type="primary",

@@ -240,11 +240,12 @@ def sync(name: str, default_value: Any) -> None:
         st.query_params[name] = str(value)
 
 
-def seed_list(name: str, options: list) -> None:
+def seed_list(name: str, options: list, default: tuple | list = ()) -> None:
     """Start a multiselect from the URL by its options' values (?wi_hide=3&wi_hide=7: positions),
     never their labels ("3: the" changes with the sentence and the language). A value that is no
     option is dropped; so is a kept one the options lost (a shorter sentence). An older link's
-    label ("3: the") reads as its leading value."""
+    label ("3: the") reads as its leading value. `default`: the values of a first visit (a link
+    without the key); `?name=` alone (sync_list's empty marker) is none picked."""
     key(name)
     by_text = {str(option): option for option in options}
     if name in st.session_state:
@@ -252,8 +253,12 @@ def seed_list(name: str, options: list) -> None:
         st.session_state[name] = [v for v in kept if v in options]
         return
     raw = st.query_params.get_all(name)
-    kept = st.session_state.get(_KEPT + name) or []
-    found = [by_text.get(r.split(":")[0].strip()) for r in raw] if raw else kept
+    if raw:
+        found = [by_text.get(r.split(":")[0].strip()) for r in raw]
+    elif _KEPT + name in st.session_state:
+        found = st.session_state[_KEPT + name] or []
+    else:
+        found = list(default)
     picked: list = []
     for value in found:
         if value in options and value not in picked:
@@ -261,13 +266,18 @@ def seed_list(name: str, options: list) -> None:
     st.session_state[name] = picked
 
 
-def sync_list(name: str) -> None:
-    """Write a multiselect's values to the URL in the order picked (none: the key is dropped)."""
+def sync_list(name: str, empty_marker: bool = False) -> None:
+    """Write a multiselect's values to the URL in the order picked (none: the key is dropped, or
+    with `empty_marker` written as ?name= so that a link keeps "none" for a key whose default
+    is not empty)."""
     key(name)
     values = list(st.session_state.get(name) or [])
     st.session_state[_KEPT + name] = values
     if not values:
-        if name in st.query_params:
+        if empty_marker:
+            if st.query_params.get_all(name) != [""]:
+                st.query_params[name] = ""
+        elif name in st.query_params:
             del st.query_params[name]
     elif st.query_params.get_all(name) != [str(v) for v in values]:
         st.query_params[name] = [str(v) for v in values]

@@ -118,7 +118,7 @@ def test_every_page_is_in_the_navigation(page) -> None:
     page.open()
     links = page.page.locator('[data-testid="stSidebarNav"] a')
     pages = len(app_pages())
-    assert pages == 11  # Explore: 4 (with Generate and Head atlas); Lesson path: 7 (Training lab)
+    assert pages == 12  # Explore: 5 (with Generate, Atlas, Reproduce); Lesson path: 7
     assert links.count() == pages
     for i in range(pages):
         links.nth(i).click()

@@ -148,6 +148,13 @@ def _linear(module: Any, rows: slice | None = None) -> tuple[torch.Tensor, torch
     return w, b
 
 
+def head_dim(block: Block) -> int:
+    """The block's own d_head (an encoder-decoder's stacks may have different head counts)."""
+    w_o = block.w_o
+    width = w_o.weight.shape[0] if type(w_o).__name__ == "Conv1D" else w_o.weight.shape[1]
+    return width // block.n_heads
+
+
 def sides(block: Block, d_head: int) -> tuple[Side, Side]:
     """The query side and the key side of a block."""
     att = block.attention
