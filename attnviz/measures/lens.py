@@ -142,23 +142,24 @@ def residual_parts(model: LoadedModel, trace: Trace, stream: Stream) -> list[Par
     return parts
 
 
-def _token_id(model: LoadedModel, stream: Stream, token: int | str | None) -> int:
-    """The token to attribute: an id, one token's text (" tired", "Ġtired"), or None for the
-    model's most likely next token at the position."""
+def one_token(model: LoadedModel, logits: torch.Tensor, token, name: str = "token") -> int:
+    """`token` as one token id: an id, one token's text (" tired", "Ġtired"), or None for the
+    one these logits [vocab] make most likely; else a message naming what it is in pieces."""
     if token is None:
-        return int(stream.logits.argmax())
-    vocab = stream.logits.shape[0]
+        return int(logits.argmax())
+    vocab = logits.shape[0]
     if isinstance(token, int) and not isinstance(token, bool):
         if not 0 <= token < vocab:
-            raise ValueError(f"token={token} is not a token id of this model (0..{vocab - 1})")
+            raise ValueError(f"{name}={token} is not a token id of this model (0..{vocab - 1})")
         return token
     if not isinstance(token, str) or not token:
-        raise TypeError(f"token must be a token id, a token's text or None, not {token!r}")
+        raise TypeError(f"{name} must be a token id, one token's text or None, not {token!r}")
     ids = _ids(model.tokenizer, token)
-    if len(ids) != 1 or not 0 <= ids[0] < vocab:
-        pieces = model.tokenizer.convert_ids_to_tokens(ids)
-        raise ValueError(f"token={token!r} is {len(ids)} tokens for this model {pieces}: pass one")
-    return ids[0]
+    if len(ids) == 1 and 0 <= ids[0] < vocab:
+        return ids[0]
+    found = "; ".join(f"{t!r} is {len(p)} token(s) {p}" for t, p in spellings(model, token).items())
+    raise ValueError(f"{name}={token!r} is not one token: it is {len(ids)} tokens for this model "
+                     f"({found}); a logit is one token's, so pass a word that is one")  # fmt: skip
 
 
 def _ids(tok, text: str) -> list[int]:
@@ -217,7 +218,7 @@ def head_logits(
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ValueError(f"k={k!r} must be a whole number of tokens, at least 1")
     stream = read_stream(model, trace, position)
-    target = _token_id(model, stream, token)
+    target = one_token(model, stream.logits, token)
     unembed = unembedding(model)
     parts = residual_parts(model, trace, stream)
     bias = unembed.bias_logits()

@@ -251,23 +251,9 @@ def with_tokens(s: PatchSetup, runs: tuple[Caught, Caught], answer=None, foil=No
 
 def _token(model: LoadedModel, token, logits: torch.Tensor, name: str) -> int:
     """An answer or foil as one token id: an id, one token's text, or None (the top token)."""
-    from attnviz.measures.lens import _ids, spellings
+    from attnviz.measures.lens import one_token
 
-    if token is None:
-        return int(logits.argmax())
-    vocab = logits.shape[0]
-    if isinstance(token, int) and not isinstance(token, bool):
-        if not 0 <= token < vocab:
-            raise ValueError(f"{name}={token} is not a token id of this model (0..{vocab - 1})")
-        return token
-    if not isinstance(token, str) or not token:
-        raise TypeError(f"{name} must be a token id, one token's text or None, not {token!r}")
-    ids = _ids(model.tokenizer, token)
-    if len(ids) == 1 and 0 <= ids[0] < vocab:
-        return ids[0]
-    found = "; ".join(f"{t!r} is {len(p)} token(s) {p}" for t, p in spellings(model, token).items())
-    raise ValueError(f"{name}={token!r} is not one token for this model ({found}): the metric "
-                     "reads one token's logit, so pass a word that is one token")  # fmt: skip
+    return one_token(model, logits, token, name)
 
 
 def effect(metric: torch.Tensor | float, s: PatchSetup):
