@@ -65,6 +65,8 @@ def collate(model: LoadedModel, encs: list[dict[str, torch.Tensor]]) -> dict[str
     """Single encodings ([1, n_i] each) as one batch padded on the right, as the tokenizer pads."""
     n = max(enc["input_ids"].shape[1] for enc in encs)
     pad_id = model.call_tokenizer.pad_token_id
+    if pad_id is None:  # a decoder without a pad token: what fills the masked tail is never read
+        pad_id = model.call_tokenizer.eos_token_id or 0
     fill = {"input_ids": pad_id, "attention_mask": 0, "token_type_ids": 0}
     out = {}
     for name in encs[0]:

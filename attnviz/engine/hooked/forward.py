@@ -112,10 +112,14 @@ def _model_inputs(model: LoadedModel, batch: Batch) -> dict[str, Any]:
     inputs = {k: v.to(dev) for k, v in enc.items() if k != "special_tokens_mask"}
     if model.kind != "encoder":  # decoders take no segment ids (GPT-2 would embed them)
         inputs = {k: inputs[k] for k in ("input_ids", "attention_mask")}
-    if model.kind == "decoder" and bool(enc["attention_mask"].all()):
-        # Without padding every input ends at the last position: only its logits are kept
-        # ([batch, 1, vocab] instead of [batch, n, vocab], 256 MiB for a 128k vocabulary at 512).
-        inputs["logits_to_keep"] = 1
+    if model.kind == "decoder":
+        # Only the logits after each input's last real token are kept ([batch, k, vocab], k the
+        # distinct last positions, instead of [batch, n, vocab]: 256 MiB for a 128k vocabulary
+        # at 512, and a lm_head over every padded position of a batch of sentences).
+        mask = enc["attention_mask"]  # [batch, n]
+        last = (mask.sum(-1) - 1).unique()  # [k] sorted
+        whole = last.numel() == 1 and int(last) == mask.shape[1] - 1
+        inputs["logits_to_keep"] = 1 if whole else last.to(dev)
     if dec is not None:
         inputs["decoder_input_ids"] = dec["input_ids"].to(dev)
         inputs["decoder_attention_mask"] = dec["attention_mask"].to(dev)
@@ -161,8 +165,11 @@ def _recorded(
     if model.kind != "encoder":
         mask = inputs.get("decoder_attention_mask", inputs["attention_mask"])  # [batch, m|n]
         last = mask.sum(-1) - 1  # [batch]
-        if "logits_to_keep" in inputs:
+        kept = inputs.get("logits_to_keep")
+        if isinstance(kept, int):
             last = torch.zeros_like(last)  # [batch] the one position kept
+        elif kept is not None:
+            last = torch.searchsorted(kept, last)  # [batch] where each last position was kept
         rows = torch.arange(last.shape[0], device=last.device)  # [batch]
         recorded.next_logits = out.logits[rows, last]  # [batch, vocab] after the last token
     return recorded

@@ -78,7 +78,11 @@ def encoded(model: LoadedModel, texts: list[str], pairs: list[str] | None, limit
 
 def batches_texts(model: LoadedModel) -> bool:
     """Whether several texts can run through `model` as one padded batch and each trace be cut
-    to its own positions unchanged: an encoder whose tokenizer pads on the right."""
+    to its own positions unchanged: an encoder whose tokenizer pads on the right, or a causal
+    decoder (padded on the right by `collate`, whatever its tokenizer does: a position never
+    sees a later one, so the padding after a text changes nothing of it)."""
+    if model.kind == "decoder":
+        return True
     return model.kind == "encoder" and model.call_tokenizer.padding_side == "right"
 
 
