@@ -34,7 +34,7 @@ def test_bert_json_has_the_sentence_the_model_every_knob_and_is_small(bert_trace
     size = len(text.encode())
     # the old export was 4.3 MB for these 15 tokens
     assert size < 150_000, size
-    assert abs(size - export.json_bytes(bert_trace)) / size < 0.1
+    assert abs(size - export.json_bytes(bert_trace)) / size < 0.05  # masked cells: "null,"
     w = np.array(data["layers"][2]["weights"], dtype=float)  # [head, q, k], masked: null
     want = bert_trace.layers[2].weights.numpy()
     assert np.isnan(w[:, :, 3]).all()  # the hidden token: masked, not a weight of 0
@@ -53,7 +53,7 @@ def test_a_long_trace_s_json_keeps_the_larger_weights_under_ten_megabytes() -> N
     assert pick.threshold > 0
     said = export.json_bytes(trace, pick)
     text = export.to_json(trace, TEXT, pick=pick)
-    assert len(text.encode()) <= export.MOST_BYTES and abs(len(text.encode()) - said) / said < 0.1
+    assert len(text.encode()) <= export.MOST_BYTES and abs(len(text.encode()) - said) / said < 0.02
     data = json.loads(text)
     layer = data["layers"][4]
     assert layer["mask"] == {"causal": True, "keys": []}

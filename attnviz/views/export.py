@@ -83,30 +83,39 @@ DENSE_BYTES = 6  # a weight: "0.123," (a sparse one adds its query and key: "211
 
 def json_bytes(trace: Trace, pick: Pick = Pick()) -> int:
     """How many bytes `to_json(trace, ..., pick)` writes, within a few percent: counted, not
-    guessed (the weights at or above a threshold are counted head by head)."""
+    guessed (the weights at or above a threshold are counted a layer at a time; layers that
+    share a mask count its record once)."""
     n_q, n_k = len(trace.tokens), len(trace.key_tokens)
     total = 60 * (n_q + n_k) + 2048
+    mask_bytes: dict[int, int] = {}  # a mask's id -> its record's bytes
     for la, heads in pick.chosen(trace):
         lt = trace.layers[la]
-        total += len(json.dumps(_mask_record(lt)))
-        for h in heads:
-            w = lt.head("weights", h)  # [q, k]
-            if pick.threshold <= 0:
-                total += _number_bytes(w) + 2 * w.shape[0]  # and each row's brackets
-            else:
-                q, k = (w >= pick.threshold).nonzero(as_tuple=True)
-                total += _number_bytes(w[q, k]) + _index_bytes(q) + _index_bytes(k) + 40
+        if id(lt.mask) not in mask_bytes:
+            mask_bytes[id(lt.mask)] = len(json.dumps(_mask_record(lt), separators=(",", ":")))
+        total += mask_bytes[id(lt.mask)]
+        if not heads:
+            continue
+        w = torch.stack([lt.head("weights", h) for h in heads])  # [head, q, k]
+        mask = lt.mask if lt.mask is not None else torch.ones(w.shape[1:], dtype=torch.bool)
+        if pick.threshold <= 0:  # a masked cell is written "null,"
+            hidden = len(heads) * int((~mask).sum())
+            total += _number_bytes(w[:, mask]) + 5 * hidden + 2 * w.shape[0] * w.shape[1]
+        else:
+            h, q, k = ((w >= pick.threshold) & mask).nonzero(as_tuple=True)
+            total += _number_bytes(w[h, q, k]) + _index_bytes(q) + _index_bytes(k)
+            total += 40 * len(heads)
     return total
 
 
 def _number_bytes(w: torch.Tensor) -> int:
     """The characters of the weights rounded to DECIMALS decimals as JSON writes them, commas
-    included: "0.0," "0.12," "0.123,"."""
-    r = torch.round(w.double() * 10**DECIMALS)  # in thousandths
-    decimals = torch.full_like(r, DECIMALS)
-    for d in range(DECIMALS - 1, 0, -1):  # 0.120 prints as 0.12, 0.100 as 0.1
-        decimals = torch.where(r % 10 ** (DECIMALS - d) == 0, torch.full_like(r, d), decimals)
-    return int((decimals + 3).sum())
+    included: "0.0," "0.12," "0.123,": DECIMALS + 3 each, one fewer per trailing zero dropped
+    (0.120 prints as 0.12, 0.100 and 0.0 as 0.1 and 0.0: at least one decimal stays)."""
+    r = torch.round(w.double() * 10**DECIMALS).long()  # in thousandths
+    total = (DECIMALS + 3) * r.numel()
+    for d in range(1, DECIMALS):
+        total -= int((r % 10**d == 0).sum())
+    return total
 
 
 def _index_bytes(positions: torch.Tensor) -> int:
@@ -121,8 +130,11 @@ def default_pick(trace: Trace) -> Pick:
     (each ~ its query, key and value); json_bytes then says the chosen file's size exactly."""
     n_q, n_k = len(trace.tokens), len(trace.key_tokens)
     cells = sum(lt.n_heads for lt in trace.layers) * n_q * n_k
-    if 4 * cells <= MOST_BYTES and json_bytes(trace) <= MOST_BYTES:  # "0.0," at the least
-        return Pick()
+    # Every weight written, at most "0.123," each with its row's brackets, a mask listing every
+    # pair in every layer: under MOST_BYTES, the whole file is (no count needed).
+    most = (DENSE_BYTES + 1) * cells + 12 * n_q * n_k * trace.n_layers + 60 * (n_q + n_k) + 2048
+    if most <= MOST_BYTES or (4 * cells <= MOST_BYTES and json_bytes(trace) <= MOST_BYTES):
+        return Pick()  # "0.0," at the least
     cuts = torch.tensor(THRESHOLDS[1:], dtype=torch.float32)  # [t]
     kept = torch.zeros(len(cuts), dtype=torch.long)  # [t] weights at or above each
     for lt in trace.layers:
