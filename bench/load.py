@@ -1,297 +1,186 @@
-"""A class on one server: N concurrent sessions against a real `streamlit run`, over Streamlit's own
-websocket protocol (bench/wsclient.py), each doing what a student does on the Pretrained page.
+"""A class on one server or on replicas: N students against a real `streamlit run`, over
+Streamlit's own websocket protocol (bench/wsclient.py), on the Pretrained page of any bundled model.
 
-Run:  .venv/bin/python bench/load.py            (N = 1, 10, 30; 32 tokens; ~3 minutes)
+Run:  .venv/bin/python bench/load.py --model smollm2-135m            (N = 1, 30, 60; 32 tokens)
+      .venv/bin/python bench/load.py --model smollm2-135m --replicas 1,2   (each on one core)
+      .venv/bin/python bench/load.py --workload explore --sessions 1,10,30  (MiniLM, six steps)
       .venv/bin/python bench/load.py --quick    (N = 1, 5; a smoke run)
-      .venv/bin/python bench/load.py --tokens 512 --sessions 30 --no-baseline
       .venv/bin/python bench/load.py --sentences 100 --tokens 512   (one user, RSS over time)
       .venv/bin/python bench/load.py --cold     (first visitor against a cold server)
       .venv/bin/python bench/load.py --cold-browser   (the same, timed in headless Chromium)
+      .venv/bin/python bench/load.py --baseline (also a server with the old settings: no gc.freeze,
+                                                 a full gc after every run, no compression)
 
-Each session: open the Pretrained page, type its own sentence, change head on the overview, switch
-to Head detail, change head, type a new sentence, with 0.5-1.5 s of think time before each step.
-The server is started the way `make run` starts it (same allocator and OpenMP settings, app.py, the
-project's .streamlit/config.toml). A second server with today's settings (the garbage
-collection after every run, no gc.freeze, no websocket compression) is the baseline for the
-control-change time, measured in the same run. Latency: from sending a rerun to its
-script_finished. Bytes: what arrived on the client's sockets. RSS: the server process.
+Workloads (0.5-1.5 s of think time before each step):
+- sentences (default): a student opens a link with their own sentence (`?pick=MODEL&text=...`),
+  then types three more sentences: four traces each, the overview drawn for each.
+- explore: open the page, type a sentence, change head on the overview, switch to Head detail,
+  change head, type a new sentence.
+The server is started the way `make run` starts it (deploy/replicas.py: the same allocator and
+OpenMP settings, app.py, the project's .streamlit/config.toml); `--replicas 1,2` runs the class
+through nginx (deploy/nginx.conf) in front of 1 and 2 replicas, replica i pinned to core i.
+Latency: from sending a rerun to its script_finished. Bytes: what arrived on the client's sockets.
+RSS: the servers' processes, summed. Server CPU per sentence: the servers' CPU seconds during a
+class over the sentences it traced, against a plain batched forward of the same model on the same
+sentences (SDPA, 8 a batch, no hooks) measured in a fresh process in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
-import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
+from classroom import (  # noqa: E402
+    CROWDS,
+    THINK,
+    ReplicaTarget,
+    Server,
+    Target,
+    Workload,
+    load_run,
+    sentence,
+    warm,
+)
 from wsclient import Session  # noqa: E402
 
-# The baseline settings: a full gc after every script run, no gc.freeze, no compression.
+# The old settings, a baseline (--baseline): a full gc after every script run, no gc.freeze, no
+# websocket compression.
 OLD = {
     "cmd": [str(ROOT / ".venv" / "bin" / "streamlit"), "run"],
     "args": ["--runner.postScriptGC", "true", "--server.enableWebsocketCompression", "false"],
     "env": {"ATTNVIZ_GC_FREEZE": "0"},
 }
-# `make run`: streamlit run with the model loading in the background from the start.
-NEW: dict = {"cmd": [sys.executable, "-m", "attnviz.ui.launch"], "args": [], "env": {}}
-ONES = 3  # N=1 is run this many times in a row (each a new student and sentence)
-CROWDS = 3  # N>1: this many classes in a row (new students each), their reruns pooled
-CROWD_GAP_S = 3.0  # between two classes
-MALLOC = {
-    "MALLOC_MMAP_THRESHOLD_": "268435456",
-    "MALLOC_TRIM_THRESHOLD_": "536870912",
-    "MALLOC_ARENA_MAX": "2",
-}
-WORDS = " ".join(
-    [
-        "the a cat dog bird river city house teacher student book light water tree stone road",
-        "morning night green small old new quick slow happy quiet loud warm cold red blue",
-        "walks runs reads sees finds loves keeps opens writes sings near under over behind with",
-        "from into across because while when after before and but or so very",
-    ]
-).split()
+# `make run`: python -m attnviz.ui.launch (deploy/replicas.py's command and SERVE_ENV).
+NEW: dict = {"cmd": None, "args": [], "env": {}}
+HEADS = {"": 12, "smollm2-135m": 9, "gemma-3-270m": 4, "attnviz-char-zh-en": 8}
+GOAL_P95_S = 1.5  # a class's p95 that counts as carried
 
 
-def sentence(rng: random.Random, n_tokens: int) -> str:
-    # Every word above is one WordPiece token; [CLS] and [SEP] make up the rest.
-    return " ".join(rng.choice(WORDS) for _ in range(max(n_tokens - 2, 1)))
+def plain_forward(work: Workload, batch: int = 8, reps: int = 6) -> dict:
+    """In this (fresh) process: the model's plain forward (SDPA, no hooks, the logits of the
+    last token) on `batch` of the workload's sentences at once and on one alone; CPU and wall
+    seconds per sentence, the better of `reps`."""
+    import torch
 
+    import attnviz
+    from attnviz.engine.hooked.encoding import collate
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    model = attnviz.load_model(work.model or None)
+    model.model.set_attn_implementation("sdpa")
+    rng = random.Random(7)
+    texts = [sentence(rng, work.tokens) for _ in range(batch)]
+    encs = [model.call_tokenizer(t, return_tensors="pt") for t in texts]
+    tokens = statistics.mean(e["input_ids"].shape[1] for e in encs)
+    keep = {"logits_to_keep": 1} if model.kind == "decoder" else {}
 
+    def timed(enc: dict) -> tuple[float, float]:
+        enc = {k: v for k, v in enc.items() if k in ("input_ids", "attention_mask")
+               or model.kind == "encoder"}  # fmt: skip
+        best = (float("inf"), float("inf"))
+        with torch.inference_mode():
+            for i in range(reps + 2):
+                c0, t0 = time.process_time(), time.perf_counter()
+                model.model(**enc, **keep)
+                cost = (time.process_time() - c0, time.perf_counter() - t0)
+                best = min(best, cost) if i >= 2 else best  # two warm-up runs
+        return best
 
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-class Server:
-    """`streamlit run app.py` as `make run` starts it, plus a thread sampling its RSS."""
-
-    def __init__(self, settings: dict, name: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.name = name
-        # `streamlit run` puts the script's folder on sys.path, not the checkout: a worktree
-        # whose venv does not install this checkout would not find `attnviz`
-        env = {**os.environ, **MALLOC, **settings["env"], "PYTHONPATH": str(ROOT)}
-        cmd = [
-            *settings["cmd"],
-            "attnviz/app.py",
-            "--server.port",
-            str(self.port),
-            "--browser.gatherUsageStats",
-            "false",
-            "--server.headless",  # no browser to open; everything else as `make run` has it
-            "true",
-            *settings["args"],
-        ]
-        (ROOT / "out").mkdir(exist_ok=True)
-        self.log = open(ROOT / "out" / f"load-{name}.log", "w")  # noqa: SIM115
-        self.t_start = time.perf_counter()
-        self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT
-        )
-        self.peak = 0.0
-        self._stop = threading.Event()
-        self._sampler = threading.Thread(target=self._sample, daemon=True)
-        self._sampler.start()
-
-    def wait_healthy(self, timeout: float = 120) -> float:
-        deadline = time.perf_counter() + timeout
-        while time.perf_counter() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server {self.name} exited: see out/load-{self.name}.log")
-            try:
-                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as r:
-                    if r.read() == b"ok":
-                        return time.perf_counter() - self.t_start
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"server {self.name} not healthy after {timeout} s")
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.peak = max(self.peak, rss_mb(self.proc.pid))
-            except OSError:
-                return
-            time.sleep(0.1)
-
-    def rss(self) -> float:
-        return rss_mb(self.proc.pid)
-
-    def cpu_s(self) -> float:
-        """CPU seconds (user + system) the server process has used so far."""
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def reset_peak(self) -> None:
-        self.peak = self.rss()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-
-
-@dataclass
-class Step:
-    name: str
-    seconds: float
-    wire_bytes: int
-    ok: bool
-    error: str = ""
-
-
-@dataclass
-class Student:
-    steps: list[Step] = field(default_factory=list)
-    think: float = 0.0
-    error: str = ""
-
-
-def _step(name: str, run) -> Step:
-    error = "; ".join(run.exceptions) or ("" if run.ok else f"finished with status {run.status}")
-    return Step(name, run.seconds, run.wire_bytes, run.ok, error)
-
-
-async def student(url: str, idx: int, n_tokens: int, think: tuple[float, float]) -> Student:
-    rng = random.Random(1000 + idx)
-    out = Student()
-
-    async def pause() -> None:
-        dt = rng.uniform(*think)
-        out.think += dt
-        await asyncio.sleep(dt)
-
-    try:
-        async with Session(url, page="pretrained") as s:
-            await pause()
-            out.steps.append(_step("open page", await s.rerun()))
-            await pause()
-            s.set("text", string_value=sentence(rng, n_tokens))
-            out.steps.append(_step("own sentence", await s.rerun()))
-            await pause()
-            frag = s.set("head", double_array_value=[rng.randrange(1, 12)])
-            out.steps.append(_step("head (overview)", await s.rerun(frag)))
-            await pause()
-            s.set("view", string_array_value=["Head detail"])
-            run = await s.rerun()
-            out.steps.append(_step("view -> detail", run))
-            if "detail_weights" not in run.elements and run.ok:
-                out.steps[-1].ok, out.steps[-1].error = False, "Head detail did not draw"
-            await pause()
-            frag = s.set("head", double_array_value=[rng.randrange(1, 12)])
-            out.steps.append(_step("head (detail)", await s.rerun(frag)))
-            await pause()
-            s.set("text", string_value=sentence(rng, n_tokens))
-            out.steps.append(_step("new sentence", await s.rerun()))
-    except (OSError, TimeoutError, KeyError) as err:
-        out.error = f"{type(err).__name__}: {err}"
-    return out
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
-
-
-async def crowd(
-    url: str, n: int, n_tokens: int, think: tuple[float, float], first: int = 0
-) -> list[Student]:
-    return await asyncio.gather(*(student(url, first + i, n_tokens, think) for i in range(n)))
-
-
-def load_run(
-    server: Server, n: int, n_tokens: int, think: tuple[float, float], crowds: int = 1
-) -> dict:
-    """N=1: one student ONES times in a row. N>1: `crowds` classes of n in a row, each new
-    students (sentences, think times), a few seconds apart: the p95 of one class of 30 (180
-    reruns, the 9th slowest) moved 2-3x between runs on this shared machine."""
-    before = server.rss()
-    server.reset_peak()
-    walls, crowd_p95, cpus = [], [], []
-    if n == 1:  # one student, several times in a row: a p95 of more than six reruns
-        t0 = time.perf_counter()
-        students = [asyncio.run(crowd(server.url, 1, n_tokens, think, i))[0] for i in range(ONES)]
-        walls.append((time.perf_counter() - t0) / ONES)
-    else:
-        students = []
-        for rep in range(crowds):
-            if rep:
-                time.sleep(CROWD_GAP_S)
-            t0, cpu0 = time.perf_counter(), server.cpu_s()
-            one = asyncio.run(crowd(server.url, n, n_tokens, think, rep * n))
-            walls.append(time.perf_counter() - t0)
-            cpus.append(server.cpu_s() - cpu0)
-            crowd_p95.append(pct([st.seconds for s in one for st in s.steps if st.ok], 0.95))
-            students += one
-    wall = statistics.mean(walls)
-    time.sleep(8)  # sessions closed: the cache releases their traces within 5 s
-    steps = [st for s in students for st in s.steps]
-    lat = [st.seconds for st in steps if st.ok]
-    errors = sum(not st.ok for st in steps) + sum(bool(s.error) for s in students)
-    for s in students:
-        for msg in [s.error] + [st.error for st in s.steps]:
-            if msg:
-                print(f"    error: {msg[:200]}")
-    by_step: dict[str, list[Step]] = {}
-    for st in steps:
-        by_step.setdefault(st.name, []).append(st)
+    batched = timed(collate(model, encs))
+    alone = timed(encs[0])
     return {
-        "n": n,
-        "p50": pct(lat, 0.5),
-        "p95": pct(lat, 0.95),
-        "max": max(lat, default=float("nan")),
-        "errors": errors,
-        "rss": (before, server.peak, server.rss()),
-        "bytes": sum(st.wire_bytes for st in steps) / (ONES if n == 1 else crowds),  # a class's
-        "wall": wall,
-        "think": max(s.think for s in students),  # one student's (N=1: the longest of ONES)
-        "by_step": by_step,
-        "crowd_p95": crowd_p95,
-        "cpu": statistics.mean(cpus) if cpus else float("nan"),  # the server's, one class
+        "tokens": tokens,
+        "threads": torch.get_num_threads(),
+        "batch_cpu": batched[0] / batch,
+        "batch_wall": batched[1] / batch,
+        "alone_cpu": alone[0],
+        "alone_wall": alone[1],
     }
 
 
-async def control_changes(url: str, n_tokens: int, reps: int) -> list[float]:
+def plain_forward_apart(work: Workload, pinned: bool) -> dict:
+    """plain_forward in a fresh process with `make run`'s settings (on core 0 alone: `pinned`)."""
+    from replicas import SERVE_ENV
+
+    env = {**os.environ, **SERVE_ENV, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, __file__, "--plain-forward", "--model", work.model,
+           "--tokens", str(work.tokens)]  # fmt: skip
+    if pinned:
+        env["OMP_NUM_THREADS"] = "1"
+        cmd = ["taskset", "-c", "0", *cmd]
+    out = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def print_forward(fw: dict, label: str) -> None:
+    print(
+        f"  plain forward ({label}, {fw['threads']} thread(s), {fw['tokens']:.0f} tokens): "
+        f"batch of 8 {fw['batch_cpu'] * 1e3:.0f} ms CPU / {fw['batch_wall'] * 1e3:.0f} ms wall "
+        f"a sentence; alone {fw['alone_cpu'] * 1e3:.0f} ms CPU / {fw['alone_wall'] * 1e3:.0f} ms"
+    )
+
+
+def print_runs(runs: list[dict], label: str, forward: dict | None) -> None:
+    print(f"\n{label}")
+    print(
+        f"{'N':>3} {'p50 s':>7} {'p95 s':>7} {'max s':>7} {'errors':>6} "
+        f"{'RSS before/peak/after MB':>26} {'CPU/sentence':>12} {'x forward':>9} {'wall s':>7}"
+    )
+    for r in runs:
+        b, p, a = r["rss"]
+        ratio = r["cpu_sentence"] / forward["batch_cpu"] if forward else float("nan")
+        print(
+            f"{r['n']:>3} {r['p50']:7.2f} {r['p95']:7.2f} {r['max']:7.2f} {r['errors']:>6} "
+            f"{b:8.0f} {p:8.0f} {a:8.0f} {r['cpu_sentence'] * 1e3:9.0f} ms {ratio:9.2f} "
+            f"{r['wall']:7.1f}"
+        )
+    one = next((r for r in runs if r["n"] == 1), None)
+    if one:
+        print("  per step at N=1, median (latency s / bytes on the wire):")
+        for name, steps in one["by_step"].items():
+            sec = statistics.median(st.seconds for st in steps)
+            kb = statistics.median(st.wire_bytes for st in steps) / 1e3
+            print(f"    {name:<16} {sec:6.3f} s {kb:10.1f} KB")
+    for r in runs:
+        if r["n"] > 1:
+            each = ", ".join(f"{x:.2f}" for x in r["crowd_p95"])
+            print(f"  N={r['n']}: each class's p95 {each} s")
+
+
+def carried(runs: list[dict]) -> int:
+    """The most students of these runs with p95 <= GOAL_P95_S and no error (0: none)."""
+    ok = [r["n"] for r in runs if r["p95"] <= GOAL_P95_S and not r["errors"]]
+    return max(ok, default=0)
+
+
+def run_target(target: Target, work: Workload, sessions: list[int], crowds: int) -> list[dict]:
+    target.wait_healthy()
+    for url in target.direct:  # each replica loads the model before the class
+        asyncio.run(warm(url, work))
+    return [load_run(target, n, work, crowds) for n in sessions]
+
+
+async def control_changes(url: str, work: Workload, reps: int) -> list[float]:
     """One session on Head detail: time `reps` head changes."""
     rng = random.Random(7)
-    async with Session(url, page="pretrained") as s:
+    async with Session(url, page="pretrained", query=work.query()) as s:
         await s.rerun()
-        s.set("text", string_value=sentence(rng, n_tokens))
+        s.set("text", string_value=sentence(rng, work.tokens))
         s.set("view", string_array_value=["Head detail"])
         await s.rerun()
         times = []
         for i in range(reps):
-            frag = s.set("head", double_array_value=[(i * 5 + 1) % 12])
+            frag = s.set("head", double_array_value=[(i * 5 + 1) % work.heads])
             run = await s.rerun(frag)
             if not run.ok:
                 raise RuntimeError(f"head change failed: {run.exceptions or run.status}")
@@ -300,20 +189,13 @@ async def control_changes(url: str, n_tokens: int, reps: int) -> list[float]:
         return times
 
 
-async def warm(url: str) -> None:
-    async with Session(url, page="pretrained", timeout=300) as s:
-        run = await s.rerun()
-        if "mosaic" not in run.elements:
-            await s.wait_for("mosaic", 300)
-
-
-def distinct_sentences(server: Server, count: int, n_tokens: int) -> None:
+def distinct_sentences(server: Server, count: int, work: Workload) -> None:
     async def go() -> None:
         rng = random.Random(99)
-        async with Session(server.url, page="pretrained", timeout=300) as s:
+        async with Session(server.url, page="pretrained", query=work.query(), timeout=300) as s:
             await s.rerun()
             for i in range(count):
-                s.set("text", string_value=f"{i} " + sentence(rng, n_tokens - 1))
+                s.set("text", string_value=f"{i} " + sentence(rng, work.tokens - 1))
                 run = await s.rerun()
                 if not run.ok:
                     print(f"    sentence {i}: {run.exceptions or run.status}")
@@ -333,10 +215,10 @@ def distinct_sentences(server: Server, count: int, n_tokens: int) -> None:
     )
 
 
-def cold_start(settings: dict, name: str) -> None:
+def cold_start(settings: dict, name: str, work: Workload) -> None:
     async def first_visit(server: Server) -> tuple[float, float]:
         t0 = time.perf_counter()
-        async with Session(server.url, page="pretrained", timeout=300) as s:
+        async with Session(server.url, page="pretrained", query=work.query(), timeout=300) as s:
             first = await s.rerun()
             drawn = time.perf_counter() - t0
             if "mosaic" not in first.elements:
@@ -348,7 +230,7 @@ def cold_start(settings: dict, name: str) -> None:
         healthy = server.wait_healthy()
         drawn, full = asyncio.run(first_visit(server))
         t0 = time.perf_counter()
-        asyncio.run(warm(server.url))
+        asyncio.run(warm(server.url, work))
         warm_s = time.perf_counter() - t0
     finally:
         server.stop()
@@ -404,97 +286,96 @@ def cold_browser(settings: dict, name: str) -> None:
     )
 
 
-def print_runs(runs: list[dict], label: str) -> None:
-    print(f"\n{label}")
-    print(
-        f"{'N':>3} {'p50 s':>7} {'p95 s':>7} {'max s':>7} {'errors':>6} "
-        f"{'RSS before/peak/after MB':>26} {'bytes a class':>17} {'wall s':>7} "
-        f"{'think s':>7}"
-    )
-    for r in runs:
-        b, p, a = r["rss"]
-        print(
-            f"{r['n']:>3} {r['p50']:7.2f} {r['p95']:7.2f} {r['max']:7.2f} {r['errors']:>6} "
-            f"{b:8.0f} {p:8.0f} {a:8.0f} {r['bytes'] / 1e6:14.2f} MB {r['wall']:7.1f} "
-            f"{r['think']:7.1f}"
-        )
-    one = next((r for r in runs if r["n"] == 1), None)
-    if one:
-        print(f"  per step at N=1, median of {ONES} (latency s / bytes on the wire):")
-        for name, steps in one["by_step"].items():
-            sec = statistics.median(st.seconds for st in steps)
-            kb = statistics.median(st.wire_bytes for st in steps) / 1e3
-            print(f"    {name:<16} {sec:6.3f} s {kb:10.1f} KB")
-        for r in runs:
-            if r["n"] > 1:
-                budget = 1.5 * r["think"] + one["wall"]
-                each = ", ".join(f"{x:.2f}" for x in r["crowd_p95"])
-                print(
-                    f"  N={r['n']}: p95/p95(N=1) = {r['p95'] / one['p95']:.2f} (p95 over "
-                    f"{len(r['crowd_p95'])} classes' reruns; each class: {each} s); wall "
-                    f"{r['wall']:.1f} s vs 1.5 x think + N=1 wall = {budget:.1f} s; server CPU "
-                    f"{r['cpu']:.1f} s a class"
-                )
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sessions", default="1,10,30", help="comma-separated N (default 1,10,30)")
+    ap.add_argument("--model", default="", help="a bundled model to pick (default: the page's)")
+    ap.add_argument("--workload", default="sentences", choices=["sentences", "explore"])
+    ap.add_argument("--sessions", default="1,30,60", help="comma-separated N (default 1,30,60)")
     ap.add_argument("--tokens", type=int, default=32, help="tokens per sentence (default 32)")
-    ap.add_argument("--think", default="0.5,1.5", help="think time range in s (default 0.5,1.5)")
-    ap.add_argument("--reps", type=int, default=10, help="control changes timed per server")
-    ap.add_argument(
-        "--crowds", type=int, default=CROWDS, help=f"classes run per N > 1 (default {CROWDS})"
-    )
-    ap.add_argument("--quick", action="store_true", help="N = 1, 5 and 5 control changes")
-    ap.add_argument("--no-baseline", action="store_true", help="skip today's-settings server")
-    ap.add_argument("--baseline-load", action="store_true", help="the load runs on it too")
+    ap.add_argument("--think", default=",".join(map(str, THINK)), help="think time range, s")
+    ap.add_argument("--crowds", type=int, default=CROWDS, help="classes run per N > 1")
+    ap.add_argument("--replicas", default="", help="e.g. 1,2: behind nginx, one core each")
+    ap.add_argument("--quick", action="store_true", help="N = 1, 5")
+    ap.add_argument("--baseline", action="store_true", help="head changes vs the old settings")
+    ap.add_argument("--reps", type=int, default=10, help="head changes timed (--baseline)")
     ap.add_argument("--sentences", type=int, default=0, help="one user, this many sentences")
     ap.add_argument("--cold", action="store_true", help="first visitor on a cold server")
     ap.add_argument("--cold-browser", action="store_true", help="--cold, timed in Chromium")
-    ap.add_argument("--new-args", default="", help="extra streamlit options for the new server")
-    ap.add_argument("--new-env", default="", help="extra VAR=value,... for the new server")
+    ap.add_argument("--new-env", default="", help="extra VAR=value,... for the servers")
+    ap.add_argument("--plain-forward", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    NEW["args"] = args.new_args.split()
-    # `make run`'s SERVE_ENV beyond the allocator settings (the baseline server runs without it)
-    NEW["env"] = {"GOMP_SPINCOUNT": "10000"}
-    NEW["env"] |= dict(kv.split("=", 1) for kv in args.new_env.split(",") if kv)
-    sessions = [1, 5] if args.quick else [int(x) for x in args.sessions.split(",")]
-    reps = 5 if args.quick else args.reps
     think = tuple(float(x) for x in args.think.split(","))
-    print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}, {os.cpu_count()} cores")
-
+    work = Workload(args.model, HEADS.get(args.model, 12), args.tokens, args.workload, think)
+    if args.plain_forward:  # the baseline's own process (plain_forward_apart)
+        print(json.dumps(plain_forward(work)))
+        return
+    NEW["env"] = dict(kv.split("=", 1) for kv in args.new_env.split(",") if kv)
+    sessions = [1, 5] if args.quick else [int(x) for x in args.sessions.split(",")]
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f}, {os.cpu_count()} cores; model "
+          f"{args.model or 'the default'}, workload {work.kind}, {work.tokens} tokens, think "
+          f"{think} s")  # fmt: skip
     if args.cold or args.cold_browser:
         print("cold start (time from the first request):")
-        (cold_browser if args.cold_browser else cold_start)(NEW, "new")
+        if args.cold_browser:
+            cold_browser(NEW, "new")
+        else:
+            cold_start(NEW, "new", work)
         return
+    if args.sentences:
+        server = Server(NEW, "new")
+        try:
+            server.wait_healthy()
+            asyncio.run(warm(server.url, work))
+            print(f"\none user, {args.sentences} distinct {args.tokens}-token sentences")
+            distinct_sentences(server, args.sentences, work)
+        finally:
+            server.stop()
+        return
+    if args.baseline:
+        baseline(work, args.reps)
+    if args.replicas:
+        fw = plain_forward_apart(work, pinned=True)
+        print_forward(fw, "on one core")
+        per_core = []
+        for n in (int(x) for x in args.replicas.split(",")):
+            target = ReplicaTarget(n, NEW["env"])
+            try:
+                runs = run_target(target, work, sessions, args.crowds)
+            finally:
+                target.stop()
+            print_runs(runs, f"{target.name} behind nginx, one core each", fw)
+            per_core.append((n, carried(runs)))
+        for n, most in per_core:
+            print(f"  {n} replica(s): {most} students at p95 <= {GOAL_P95_S} s of those run "
+                  f"= {most / n:.0f} students per core")  # fmt: skip
+        return
+    fw = plain_forward_apart(work, pinned=False)
+    print_forward(fw, "every core")
+    server = Server(NEW, "new")
+    try:
+        runs = run_target(server, work, sessions, args.crowds)
+    finally:
+        server.stop()
+    print_runs(runs, "one server (make run's), every core", fw)
 
-    configs = [("new", NEW)] if args.no_baseline else [("today", OLD), ("new", NEW)]
-    changes: dict[str, list[float]] = {}
-    for name, settings in configs:
+
+def baseline(work: Workload, reps: int) -> None:
+    """Head changes on Head detail, one session, against the old settings and today's."""
+    changes = {}
+    for name, settings in (("old", OLD), ("new", NEW)):
         server = Server(settings, name)
         try:
             server.wait_healthy()
-            asyncio.run(warm(server.url))
-            if args.sentences:
-                print(
-                    f"\n{name}: one user, {args.sentences} distinct {args.tokens}-token sentences"
-                )
-                distinct_sentences(server, args.sentences, args.tokens)
-                continue
-            changes[name] = asyncio.run(control_changes(server.url, args.tokens, reps))
-            if name == "new" or args.baseline_load:
-                runs = [load_run(server, n, args.tokens, think, args.crowds) for n in sessions]
-                print_runs(runs, f"{name} settings, {args.tokens} tokens, think {think} s")
+            asyncio.run(warm(server.url, work))
+            changes[name] = asyncio.run(control_changes(server.url, work, reps))
         finally:
             server.stop()
-    if changes:
-        print(f"\nhead change on Head detail, {args.tokens} tokens, {reps} changes, one session:")
-        for name, times in changes.items():
-            print(f"  {name:<6} median {statistics.median(times):.3f} s  max {max(times):.3f} s")
-        if len(changes) == 2:
-            ratio = statistics.median(changes["new"]) / statistics.median(changes["today"])
-            print(f"  new / today = {ratio:.2f}")
+    print(f"\nhead change on Head detail, {work.tokens} tokens, {reps} changes, one session:")
+    for name, times in changes.items():
+        print(f"  {name:<6} median {statistics.median(times):.3f} s  max {max(times):.3f} s")
+    ratio = statistics.median(changes["new"]) / statistics.median(changes["old"])
+    print(f"  new / old = {ratio:.2f}")
 
 
 if __name__ == "__main__":
