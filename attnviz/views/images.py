@@ -93,10 +93,10 @@ def _mosaic_figure(rgb_tiles, tiles: Tiles, title: str, height: int | None) -> g
     gap, selected, marked = tiles.gap, tiles.selected, tiles.marked
     cell_h, cell_w = th + gap, tw + gap
     img = np.full((n_layers * cell_h + gap, n_heads * cell_w + gap, 3), 255, dtype=np.uint8)
-    for layer in range(n_layers):
-        for head in range(n_heads):
-            y0, x0 = gap + layer * cell_h, gap + head * cell_w
-            img[y0 : y0 + th, x0 : x0 + tw] = rgb_tiles[layer, head]
+    # every tile at once: a [layer, row, head, column] grid of cells, each a tile and its gap
+    cells = np.full((n_layers, cell_h, n_heads, cell_w, 3), 255, dtype=np.uint8)
+    cells[:, :th, :, :tw] = np.asarray(rgb_tiles).transpose(0, 2, 1, 3, 4)  # [L, th, H, tw, rgb]
+    img[gap:, gap:] = cells.reshape(n_layers * cell_h, n_heads * cell_w, 3)
     for layer, head in marked:
         if 0 <= layer < n_layers and 0 <= head < n_heads:
             y0, x0 = gap + layer * cell_h, gap + head * cell_w
