@@ -97,9 +97,10 @@ def json_bytes(trace: Trace, pick: Pick = Pick()) -> int:
             continue
         w = torch.stack([lt.head("weights", h) for h in heads])  # [head, q, k]
         mask = lt.mask if lt.mask is not None else torch.ones(w.shape[1:], dtype=torch.bool)
-        if pick.threshold <= 0:  # a masked cell is written "null,"
+        if pick.threshold <= 0:
+            # a masked weight is exactly 0, counted as "0.0,": it is written "null,", one more
             hidden = len(heads) * int((~mask).sum())
-            total += _number_bytes(w[:, mask]) + 5 * hidden + 2 * w.shape[0] * w.shape[1]
+            total += _number_bytes(w) + hidden + 2 * w.shape[0] * w.shape[1]
         else:
             h, q, k = ((w >= pick.threshold) & mask).nonzero(as_tuple=True)
             total += _number_bytes(w[h, q, k]) + _index_bytes(q) + _index_bytes(k)
@@ -111,10 +112,10 @@ def _number_bytes(w: torch.Tensor) -> int:
     """The characters of the weights rounded to DECIMALS decimals as JSON writes them, commas
     included: "0.0," "0.12," "0.123,": DECIMALS + 3 each, one fewer per trailing zero dropped
     (0.120 prints as 0.12, 0.100 and 0.0 as 0.1 and 0.0: at least one decimal stays)."""
-    r = torch.round(w.double() * 10**DECIMALS).long()  # in thousandths
+    r = torch.round(w.float() * 10**DECIMALS)  # in thousandths (exact in float32 up to 1000)
     total = (DECIMALS + 3) * r.numel()
     for d in range(1, DECIMALS):
-        total -= int((r % 10**d == 0).sum())
+        total -= int((torch.fmod(r, 10**d) == 0).sum())
     return total
 
 
