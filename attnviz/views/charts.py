@@ -13,7 +13,7 @@ import torch
 from attnviz.measures.next_token import NextToken
 from attnviz.views.colour import BLUE, GREY, HIGHLIGHT, PALETTE
 from attnviz.views.frames import to_numpy
-from attnviz.views.spec import apply_layout, escape, tick_step
+from attnviz.views.spec import apply_layout, escape, figure, layout_dict, tick_step
 
 # More bars than this are drawn as one filled step outline (_stepped): at 512 a bar trace's 1,256
 # SVG elements took most of One query's chart time in Chromium (bench/browser_512.py).
@@ -187,39 +187,25 @@ def next_tokens(
     if not rows:
         raise ValueError("no next-token rows to draw")
     labels = escape([r.token for r in rows])  # a space or a line break drawn: ␣, ⏎
-    y = np.arange(len(rows))
-    now = np.array([r.p for r in rows], dtype=np.float32)
+    y = list(range(len(rows)))
     hover = "%{customdata}<br>" + html.escape(now_label) + " %{x:.4f}<extra></extra>"
-    fig = go.Figure(
-        go.Bar(
-            x=now,
-            y=y,
-            orientation="h",
-            name=html.escape(now_label),
-            marker_color=BLUE,
-            customdata=labels,
-            hovertemplate=hover,
-        )
-    )
+
+    def bars(values: list[float], name: str, colour: str) -> dict:
+        tip = hover.replace(html.escape(now_label), html.escape(name))
+        return dict(type="bar", x=values, y=y, orientation="h", name=html.escape(name),
+                    marker=dict(color=colour), customdata=labels, hovertemplate=tip)  # fmt: skip
+
+    # plain dicts (spec.figure): built for every new sentence of a decoder on the Pretrained page
+    data = [bars([float(r.p) for r in rows], now_label, BLUE)]
+    extra: dict = dict(
+        yaxis=dict(tickmode="array", tickvals=y, ticktext=labels, autorange="reversed",
+                   automargin=True),
+        xaxis=dict(range=[0, max(1e-6, float(max(r.p for r in rows)), *_bases(rows)) * 1.05]),
+    )  # fmt: skip
     if all(r.p_base is not None for r in rows):
-        base = np.array([r.p_base for r in rows], dtype=np.float32)
-        fig.add_trace(
-            go.Bar(
-                x=base,
-                y=y,
-                orientation="h",
-                name=html.escape(base_label),
-                marker_color=GREY,
-                customdata=labels,
-                hovertemplate=hover.replace(html.escape(now_label), html.escape(base_label)),
-            )
-        )
-        fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.15))
-    fig.update_yaxes(
-        tickmode="array", tickvals=list(y), ticktext=labels, autorange="reversed", automargin=True
-    )
-    fig.update_xaxes(range=[0, max(1e-6, float(max(r.p for r in rows)), *_bases(rows)) * 1.05])
-    return apply_layout(fig, title, height or 120 + 26 * len(rows))
+        data.append(bars(_bases(rows), base_label, GREY))
+        extra |= dict(barmode="group", legend=dict(orientation="h", y=-0.15))
+    return figure(data, layout_dict(title, height or 120 + 26 * len(rows), extra))
 
 
 def _bases(rows: Sequence[NextToken]) -> list[float]:
