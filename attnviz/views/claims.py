@@ -138,14 +138,26 @@ def phase(figure: dict, names: dict[str, str], title: str) -> go.Figure:
                 x=float(figure[key]),
                 line=dict(dash=dash, color="#333"),
                 annotation_text=html.escape(f"{names[key]} {figure[key]:g}"),
-                annotation_position="top right" if key == "bump_step" else "top left",
+                annotation_position="bottom right" if key == "bump_step" else "top left",
             )
     fig.update_xaxes(title_text=html.escape(names["step"]))
     fig.update_yaxes(title_text=html.escape(names["loss_axis"]))
     fig = apply_layout(fig, title, HEIGHT)
     fig.update_layout(yaxis2=dict(title=dict(text=html.escape(names["score_axis"])),
-                                  overlaying="y", side="right", range=[0, 1],
-                                  showgrid=False))  # fmt: skip
+                                  overlaying="y", side="right", range=[0, 1.02],
+                                  tickvals=[0, 0.25, 0.5, 0.75, 1], showgrid=False),
+                      legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))  # fmt: skip
+    fig.add_shape(
+        type="line",
+        xref="paper",
+        x0=0,
+        x1=1,
+        yref="y2",
+        y0=0.5,
+        y1=0.5,
+        line=dict(dash="dash", color=PALETTE[1], width=1),
+    )  # the threshold, 0.5
+    fig.update_layout(height=HEIGHT + 60, margin_b=max(fig.layout.margin.b or 0, 120))
     return fig
 
 
@@ -154,10 +166,13 @@ def heads_bars(records: dict[str, dict], title: str, y_title: str) -> go.Figure:
     the attention kind written on each bar. `records`: model -> its numbers."""
     models = [html.escape(m) for m in records]
     shares = [float(n["share_of_heads"] or 0.0) for n in records.values()]
-    labels = [html.escape("—" if n["heads_needed"] is None
-                          else f"{n['heads_needed']} / {n['heads']}")
+    labels = [html.escape(("—" if n["heads_needed"] is None
+                           else f"{n['heads_needed']} / {n['heads']}")
+                          + f" · {n['attention']} {n['query_heads']}/{n['kv_heads']}")
               for n in records.values()]  # fmt: skip
     fig = go.Figure(go.Bar(x=models, y=shares, text=labels, textposition="outside",
-                           marker_color=PALETTE[0]))  # fmt: skip
+                           marker_color=PALETTE[0], cliponaxis=False))  # fmt: skip
     fig.update_yaxes(tickformat=".0%", title_text=html.escape(y_title), rangemode="tozero")
-    return apply_layout(fig, title, HEIGHT)
+    fig = apply_layout(fig, title, HEIGHT)
+    fig.update_layout(margin_b=max(fig.layout.margin.b or 0, 60))  # room for the models' names
+    return fig
