@@ -45,7 +45,8 @@ or a cluster with --address); `attnviz atlas --help` says more.
 `attnviz patch` runs activation patching over a dataset of prompt pairs on Ray workers and
 writes each component's mean effect (`attnviz patch --help`).
 `attnviz reproduce` measures published claims about attention (attention sinks, special tokens,
-induction heads) on the shipped models and writes report.json and report.md
+induction heads, the lab's phase change, heads needed for a task) on the shipped models and writes
+report.json and report.md
 (`attnviz reproduce --help`).
 """
 

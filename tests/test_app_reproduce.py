@@ -30,10 +30,13 @@ def test_every_claim_of_the_saved_report_has_its_card():
     for model, verdict in {(r.model, r.verdict) for r in records}:  # a badge per record
         want = sum(r.model == model and r.verdict == verdict for r in records)
         assert sum(f"{model}: {verdict}]" in b for b in badges) == want, (model, verdict)
-    # one figure over all models for the sink metric and the in-context curve, one per model
-    # for the norms, the shares, the prefix matching and the knock-out; none for the BOS check
-    per_model = {"sink_norms", "kobayashi", "prefix_matching", "knockout"}
-    expected = 2 + sum(r.claim in per_model for r in records if r.figure)
+    # one figure over all models for the sink metric, the in-context curve and the heads
+    # needed, one per model for the norms, the shares, the prefix matching, the knock-out and
+    # the lab's phase change; none for the BOS check
+    per_model = {"sink_norms", "kobayashi", "prefix_matching", "knockout", "phase_change"}
+    over_all = {"sink", "in_context", "heads_needed"}
+    expected = len(over_all & {r.claim for r in records if r.figure})
+    expected += sum(r.claim in per_model for r in records if r.figure)
     charts = specs(at)
     assert len(charts) == expected
     titles = [s["layout"]["title"]["text"] for s in charts]
@@ -47,7 +50,7 @@ def test_links_open_views_with_known_url_keys():
     assert urls
     for url in urls:
         page, _, query = url.partition("?")
-        assert page in ("pretrained", "atlas")
+        assert page in ("pretrained", "atlas", "lab")
         for key in parse_qs(query):
             assert key in KEYS and {page, "*"} & set(KEYS[key].pages), (url, key)
     codes = [c.value for c in at.get("code")]

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModelForCausalLM
 
-from attnviz.claims import knockout, kobayashi, report, runs, sink, texts
+from attnviz.claims import knockout, kobayashi, phase, report, runs, sink, texts
 from attnviz.claims.bos import one_bos
 from attnviz.claims.record import VERDICTS, Record
 from attnviz.claims.run import CLAIMS, reproduce
@@ -237,3 +237,10 @@ def test_the_shipped_reports_numbers_are_its_figures() -> None:
             share = (fig["top"][-1] - fig["base"]) / (fig["first"] - fig["base"])
             assert n["share_top6"] == pytest.approx(share, abs=1e-5)
             assert all(len(sets) == facts["setting"]["knock_random"] for sets in fig["random"])
+        elif r.claim == "phase_change":
+            assert n["induction_step"] == phase.first_crossing(fig["step"], fig["induction"], 0.5)
+            assert n["bump_step"] == phase.bump(fig["step"], fig["gap"])[0]
+        elif r.claim == "heads_needed" and n["heads_needed"] is not None:
+            assert n["heads_needed"] == len(fig["joint"]) and n["carried"] >= 0.8
+            assert n["carried"] == pytest.approx(fig["joint"][-1], abs=1e-5)
+            assert n["share_of_heads"] == pytest.approx(n["heads_needed"] / n["heads"], abs=1e-5)

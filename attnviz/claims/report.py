@@ -68,6 +68,10 @@ def markdown(report: dict[str, Any], records: list[Record]) -> str:
         paper = ", ".join(f"{k} {_number(v)}" for k, v in r.paper.items()) or "—"
         cells = [_cell(x) for x in (r.claim, r.model, f"`{numbers}`", f"`{paper}`")]
         lines.append(f"| {' | '.join(cells)} | **{r.verdict}** | {_cell(r.reason)} |")
+    for m in report.get("merged", []):
+        lines += ["", f"Merged in: {', '.join(m['claims'])}, measured {m['date']} in "
+                  f"{m['seconds']:.0f} s on {m['threads']} CPU threads by `attnviz reproduce "
+                  f"--only {' '.join(m['claims'])}`."]  # fmt: skip
     lines += ["", "Each row again: its command, e.g. `" + (records[0].command if records else "")]
     lines[-1] += "`."
     lines += ["", "Sources:", ""]

@@ -4,12 +4,14 @@ report.md (attnviz.claims.report)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from attnviz.claims import bos, induction, knockout, kobayashi, sink
+from attnviz.claims import bos, heads, induction, knockout, kobayashi, phase, report, sink
 from attnviz.claims.record import Record
 from attnviz.claims.report import write
 from attnviz.claims.setting import Setting, command
@@ -38,8 +40,12 @@ CLAIMS = {
                              "Olsson et al. 2022: the atlas's induction heads' prefix matching"),
     "knockout": Claim(knockout.knockout, LLMS,
                       "top-k induction heads silenced against 20 random sets of k"),
+    "phase_change": Claim(phase.phase_change, (phase.LAB,),
+                          "Olsson et al. 2022: the lab's induction step against its loss bump"),
+    "heads_needed": Claim(heads.heads_needed, (*LLMS, CHAR),
+                          "arXiv 2605.08853: heads needed for 80 % of an induction task"),
 }  # fmt: skip
-MODELS = (DEFAULT_NAME, *LLMS, CHAR)
+MODELS = (DEFAULT_NAME, *LLMS, CHAR, phase.LAB)
 
 
 def _checked(only: Iterable[str] | None, models: Iterable[str] | None) -> tuple[list, list]:
@@ -57,6 +63,8 @@ def _checked(only: Iterable[str] | None, models: Iterable[str] | None) -> tuple[
 
 
 def _load(name: str, device: str):
+    if name == phase.LAB:  # the lab trains its own model
+        return None
     from attnviz.engine.hooked import load_model
 
     return load_model(None if name == DEFAULT_NAME else name, device=device)
@@ -95,7 +103,7 @@ def reproduce(
             break
         if progress is not None:
             progress(i / max(len(plan), 1), f"{claim} on {name}")
-        if name != DEFAULT_NAME and name != CHAR and registry_file(name) is None:
+        if name not in (DEFAULT_NAME, CHAR, phase.LAB) and registry_file(name) is None:
             records.append(_missing(claim, name))
             continue
         if name not in loaded:
@@ -114,3 +122,33 @@ def reproduce(
     if out is not None:
         write(records, Path(out), s, time.perf_counter() - start)
     return records
+
+
+def merge(into: str | Path, *runs: str | Path) -> dict[str, Any]:
+    """Put the records of later runs (folders `attnviz reproduce --only ... --out` wrote) into the
+    report in folder `into`: a record of the same claim and model is replaced, the others kept,
+    in the order of CLAIMS; each run is noted under "merged" (its date, claims, seconds, threads)
+    and report.md is written again."""
+    folder = Path(into)
+    facts, records = report.read(folder / "report.json")
+    merged = list(facts.get("merged", []))
+    for run in runs:
+        theirs, new = report.read(Path(run) / "report.json")
+        keys = {(r.claim, r.model) for r in new}
+        records = [r for r in records if (r.claim, r.model) not in keys] + new
+        merged.append(
+            {
+                "date": theirs["date"],
+                "seconds": theirs["seconds"],
+                "threads": theirs["threads"],
+                "setting": theirs["setting"],
+                "claims": sorted({r.claim for r in new}, key=list(CLAIMS).index),
+            }
+        )
+    order = {c: i for i, c in enumerate(CLAIMS)}
+    records.sort(key=lambda r: order.get(r.claim, len(order)))  # stable: models keep their order
+    merged_report = {**facts, "merged": merged, "records": [r.as_json() for r in records]}
+    text = json.dumps(merged_report, indent=1, ensure_ascii=False) + "\n"
+    (folder / "report.json").write_text(text, encoding="utf-8")
+    (folder / "report.md").write_text(report.markdown(merged_report, records), encoding="utf-8")
+    return merged_report

@@ -25,6 +25,10 @@ class Setting:
     twice_words: int = 30
     knock_k: int = 6  # top-k induction heads silenced, k = 1..knock_k
     knock_random: int = 20  # random sets of k heads each k is compared with
+    heads_most: int = 64  # heads silenced at most while looking for 80 % of the task's effect
+    lab_steps: int = 400  # the lab's induction run (its page's default)
+    lab_seeds: int = 3  # seeds 0 .. lab_seeds - 1, each a run of the lab
+    phase_window: int = 20  # steps the induction and loss-bump steps may be apart (2 measurements)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -33,7 +37,8 @@ class Setting:
                 f"icl_tokens={self.icl_tokens} must exceed icl_late + icl_window "
                 f"({self.icl_late + self.icl_window})"
             )
-        if min(self.sink_prompts, self.norm_prompts, self.twice_texts, self.knock_k) < 1:
+        if min(self.sink_prompts, self.norm_prompts, self.twice_texts, self.knock_k,
+               self.heads_most, self.lab_seeds) < 1:  # fmt: skip
             raise ValueError("every count of a Setting must be at least 1")
 
 

@@ -109,10 +109,25 @@ def got(r: Record) -> str:
                                         over=n["heads_over_threshold"]),
         "knockout": lambda: dict(share=n["share_top6"] or 0.0, benefit=n["benefit"],
                                  beats=_beats(r.figure)),
+        "phase_change": lambda: dict(induction=_step(n["induction_step"]),
+                                     bump=_step(n["bump_step"]), window=n["window"],
+                                     fall=n["fall_in_window"],
+                                     within=n["seeds_within"], seeds=n["seeds"]),
+        "heads_needed": lambda: dict(k=n["heads_needed"], total=n["heads"],
+                                     share=n["share_of_heads"] or 0.0, carried=n["carried"] or 0.0,
+                                     benefit=n["benefit"], kind=n["attention"], q=n["query_heads"],
+                                     kv=n["kv_heads"], most=len(r.figure.get("joint", []))),
     }[r.claim]()  # fmt: skip
+    key = f"rp.got.{r.claim}"
+    if r.claim == "heads_needed" and n["heads_needed"] is None:  # no set of heads to count
+        key += "_none" if n["benefit"] <= 0 else "_over"
     # the template is ours; a value that is text (a token, a head's name) is shown as code
-    return t(f"rp.got.{r.claim}", **{k: markup.code(v) if isinstance(v, str) else v
-                                     for k, v in fmt.items()})  # fmt: skip
+    return t(key, **{k: markup.code(v) if isinstance(v, str) else v
+                     for k, v in fmt.items()})  # fmt: skip
+
+
+def _step(x: float | None) -> str:
+    return "—" if x is None else f"{x:g}"
 
 
 def _beats(figure: dict) -> str:
@@ -163,6 +178,12 @@ def model_figure(r: Record):
         names |= {"first": t("rp.name.first_copy"), "k": t("rp.axis.k"),
                   "loss": t("rp.axis.loss")}  # fmt: skip
         return figures.knockout(f, names, t("rp.fig.knockout", model=r.model))
+    if r.claim == "phase_change":
+        keys = ("loss", "loss_first", "induction", "induction_step", "bump_step")
+        names = {k: t(f"rp.name.{k}") for k in keys}
+        names |= {"step": t("rp.axis.step"), "loss_axis": t("rp.axis.loss"),
+                  "score_axis": t("rp.axis.induction")}  # fmt: skip
+        return figures.phase(f, names, t("rp.fig.phase_change"))
     return None
 
 
@@ -176,6 +197,9 @@ def claim_figure(claim: str, records: list[Record]):
         series = {r.model: r.figure for r in drawn}
         return figures.loss_curve(series, t("rp.fig.in_context"), t("rp.axis.position"),
                                   t("rp.axis.loss"))  # fmt: skip
+    if claim == "heads_needed" and drawn:
+        numbers = {r.model: r.numbers for r in drawn}
+        return figures.heads_bars(numbers, t("rp.fig.heads_needed"), t("rp.axis.heads_share"))
     return None
 
 

@@ -1,7 +1,8 @@
 """Figures of the Reproduce page, from a saved report's plain numbers (attnviz.claims records'
 `figure` data): the sink share by layer, the first token's norms against the others', raw vs
 moved shares on [CLS]/[SEP], the in-context loss curve, the atlas's induction heads' prefix
-matching and the knock-out curve against random sets. Labels come translated from the page;
+matching, the knock-out curve against random sets, the lab's loss and induction score by step
+and the share of heads needed for 80 % of a task. Labels come translated from the page;
 every one is HTML-escaped. No streamlit."""
 
 from __future__ import annotations
@@ -115,3 +116,63 @@ def knockout(figure: dict, names: dict[str, str], title: str) -> go.Figure:
     fig.update_xaxes(title_text=html.escape(names["k"]), dtick=1)
     fig.update_yaxes(title_text=html.escape(names["loss"]))
     return apply_layout(fig, title, HEIGHT)
+
+
+def phase(figure: dict, names: dict[str, str], title: str) -> go.Figure:
+    """The lab's run: the loss on the repeated and on the first half and the best induction
+    score (right axis) by step, the induction step and the loss-bump step marked.
+    `names`: "loss", "loss_first", "induction", "induction_step", "bump_step", "step", "loss_axis",
+    "score_axis" -> label."""
+    steps = list(map(float, figure["step"]))
+    fig = go.Figure()
+    for i, (key, dash) in enumerate((("loss", "solid"), ("loss_first", "dot"))):
+        fig.add_trace(go.Scatter(x=steps, y=list(map(float, figure[key])), mode="lines",
+                                 name=html.escape(names[key]),
+                                 line=dict(color=PALETTE[0], dash=dash, width=3 - i)))  # fmt: skip
+    fig.add_trace(go.Scatter(x=steps, y=list(map(float, figure["induction"])), mode="lines",
+                             name=html.escape(names["induction"]), yaxis="y2",
+                             line=dict(color=PALETTE[1], width=3)))  # fmt: skip
+    for key, dash in (("induction_step", "dash"), ("bump_step", "dot")):
+        if figure.get(key) is not None:
+            fig.add_vline(
+                x=float(figure[key]),
+                line=dict(dash=dash, color="#333"),
+                annotation_text=html.escape(f"{names[key]} {figure[key]:g}"),
+                annotation_position="bottom right" if key == "bump_step" else "top left",
+            )
+    fig.update_xaxes(title_text=html.escape(names["step"]))
+    fig.update_yaxes(title_text=html.escape(names["loss_axis"]))
+    fig = apply_layout(fig, title, HEIGHT)
+    fig.update_layout(yaxis2=dict(title=dict(text=html.escape(names["score_axis"])),
+                                  overlaying="y", side="right", range=[0, 1.02],
+                                  tickvals=[0, 0.25, 0.5, 0.75, 1], showgrid=False),
+                      legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))  # fmt: skip
+    fig.add_shape(
+        type="line",
+        xref="paper",
+        x0=0,
+        x1=1,
+        yref="y2",
+        y0=0.5,
+        y1=0.5,
+        line=dict(dash="dash", color=PALETTE[1], width=1),
+    )  # the threshold, 0.5
+    fig.update_layout(height=HEIGHT + 60, margin_b=max(fig.layout.margin.b or 0, 120))
+    return fig
+
+
+def heads_bars(records: dict[str, dict], title: str, y_title: str) -> go.Figure:
+    """Per model: the share of its heads that carry 80 % of the task's effect, the count and
+    the attention kind written on each bar. `records`: model -> its numbers."""
+    models = [html.escape(m) for m in records]
+    shares = [float(n["share_of_heads"] or 0.0) for n in records.values()]
+    labels = [html.escape(("—" if n["heads_needed"] is None
+                           else f"{n['heads_needed']} / {n['heads']}")
+                          + f" · {n['attention']} {n['query_heads']}/{n['kv_heads']}")
+              for n in records.values()]  # fmt: skip
+    fig = go.Figure(go.Bar(x=models, y=shares, text=labels, textposition="outside",
+                           marker_color=PALETTE[0], cliponaxis=False))  # fmt: skip
+    fig.update_yaxes(tickformat=".0%", title_text=html.escape(y_title), rangemode="tozero")
+    fig = apply_layout(fig, title, HEIGHT)
+    fig.update_layout(margin_b=max(fig.layout.margin.b or 0, 60))  # room for the models' names
+    return fig
