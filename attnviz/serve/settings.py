@@ -12,7 +12,7 @@ from attnviz.engine.budget import MiB, from_env, positive_fields
 
 @dataclass(frozen=True)
 class Serving:
-    trace_workers: int = 1  # ATTNVIZ_TRACE_WORKERS: forwards run at once (the rest wait, batched)
+    trace_workers: int = 2  # ATTNVIZ_TRACE_WORKERS: forwards run at once (the rest wait, batched)
     cache_bytes: int = 512 * MiB  # ATTNVIZ_CACHE_BYTES: all cached traces and figures together
     lab_runs: int = 2  # ATTNVIZ_LAB_RUNS: training lab runs at once per process (more are refused)
 
