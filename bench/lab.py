@@ -49,14 +49,15 @@ def explorer(reps: int = 10) -> None:
     """Head changes on Head detail (bench/load.py's control_changes) against a real `streamlit
     run`: alone, then while two lab runs (clicked in a headless browser) train on the server."""
     sys.path.insert(0, str(ROOT / "bench"))
-    from load import NEW, Server, control_changes, warm
+    from classroom import Workload, warm
+    from load import NEW, Server, control_changes
     from playwright.sync_api import sync_playwright
 
     server = Server(NEW, "lab")
     try:
         server.wait_healthy()
-        asyncio.run(warm(server.url))
-        alone = asyncio.run(control_changes(server.url, 32, reps))
+        asyncio.run(warm(server.url, Workload()))
+        alone = asyncio.run(control_changes(server.url, Workload(), reps))
         with sync_playwright() as p:
             browser = p.chromium.launch(
                 executable_path="/usr/bin/chromium", args=["--headless=new", "--no-sandbox"]
@@ -69,7 +70,7 @@ def explorer(reps: int = 10) -> None:
                 button.nth(section).click()
                 page.get_by_text("Training…").first.wait_for(timeout=60_000)
             browser.close()  # the jobs train on in the server's threads
-        training = asyncio.run(control_changes(server.url, 32, reps))
+        training = asyncio.run(control_changes(server.url, Workload(), reps))
     finally:
         server.stop()
     a, b = statistics.median(alone), statistics.median(training)
