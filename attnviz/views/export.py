@@ -95,7 +95,8 @@ def json_bytes(trace: Trace, pick: Pick = Pick()) -> int:
         total += mask_bytes[id(lt.mask)]
         if not heads:
             continue
-        w = torch.stack([lt.head("weights", h) for h in heads])  # [head, q, k]
+        every = len(heads) == lt.n_heads and lt.holds_maps
+        w = lt.weights if every else torch.stack([lt.head("weights", h) for h in heads])
         mask = lt.mask if lt.mask is not None else torch.ones(w.shape[1:], dtype=torch.bool)
         if pick.threshold <= 0:
             # a masked weight is exactly 0, counted as "0.0,": it is written "null,", one more
