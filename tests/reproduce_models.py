@@ -83,3 +83,11 @@ def _plant_carrier(model, tok) -> None:
         ids = tok.convert_tokens_to_ids([c])
         if ids and ids[0] != tok.unk_token_id:
             head[ids[0], D_MODEL - 1] = 1.0
+
+
+def twice(folder, **planted):
+    """The planted model (`build(folder, **planted)`) through attnviz and through Hugging Face's
+    eager attention (the tests' oracle)."""
+    model = build(folder, **planted)
+    eager = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    return model, eager

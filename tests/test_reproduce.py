@@ -12,7 +12,6 @@ from urllib.parse import parse_qs
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers import AutoModelForCausalLM
 
 from attnviz.claims import knockout, kobayashi, phase, report, runs, sink, texts
 from attnviz.claims.bos import one_bos
@@ -33,18 +32,12 @@ SHIPPED = (
 
 @pytest.fixture(scope="module")
 def sunk(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("sink")
-    model = planted.build(folder)
-    eager = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
-    return model, eager
+    return planted.twice(tmp_path_factory.mktemp("sink"))
 
 
 @pytest.fixture(scope="module")
 def carried(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("carrier")
-    model = planted.build(folder, sink=False, carrier=True)
-    eager = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
-    return model, eager
+    return planted.twice(tmp_path_factory.mktemp("carrier"), sink=False, carrier=True)
 
 
 def test_a_planted_sink_passes_and_its_alpha_is_hf_eagers(sunk) -> None:

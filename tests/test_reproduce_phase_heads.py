@@ -10,7 +10,6 @@ from urllib.parse import parse_qs
 import numpy as np
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
 
 from attnviz.claims import heads, knockout, phase
 from attnviz.claims.setting import Setting
@@ -85,10 +84,7 @@ def test_one_planted_head_needs_one_and_the_joint_effect_is_measured() -> None:
 
 @pytest.fixture(scope="module")
 def carried(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("carrier")
-    model = planted.build(folder, sink=False, carrier=True)
-    eager = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
-    return model, eager
+    return planted.twice(tmp_path_factory.mktemp("carrier"), sink=False, carrier=True)
 
 
 def test_the_planted_carrier_is_the_one_head_needed(carried) -> None:

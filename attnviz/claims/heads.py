@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 from attnviz.claims import knockout, runs, texts
 from attnviz.claims.record import Record
-from attnviz.claims.setting import Setting, command, link
+from attnviz.claims.setting import Setting, command, silenced_link
 from attnviz.engine.hooked.loading import LoadedModel
 
 SOURCE = "arXiv 2605.08853: GQA concentrates circuits relative to MHA (fewer heads carry a task)"
@@ -152,12 +152,6 @@ def heads_needed(model: LoadedModel, name: str, s: Setting, shared: dict | None 
             "k": k,
             "share": SHARE,
         },  # fmt: skip
-        link=link(
-            "pretrained",
-            pick=name,
-            view="overview",
-            text=pairs[0][1],
-            wi_silence=[f"L{la}H{h}" for la, h in shown],
-        ),  # fmt: skip
+        link=silenced_link(name, pairs[0][1], shown),
         seconds=time.perf_counter() - start,
     )

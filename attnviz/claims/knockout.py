@@ -19,7 +19,7 @@ import torch
 from attnviz.claims import runs, texts
 from attnviz.claims.induction import shared_atlas, top_heads
 from attnviz.claims.record import Record
-from attnviz.claims.setting import Setting, command, link
+from attnviz.claims.setting import Setting, command, silenced_link
 from attnviz.engine.hooked.loading import LoadedModel
 
 SOURCE = "arXiv 2605.24059: a circuit of 3–6 heads is causally necessary for induction (51M–1B)"
@@ -124,12 +124,6 @@ def knockout(model: LoadedModel, name: str, s: Setting, shared: dict | None = No
         command=command("knockout", name),
         paper={"circuit_heads": "3–6"},
         figure={"k": list(range(1, s.knock_k + 1)), "base": base, "first": first, **got},
-        link=link(
-            "pretrained",
-            pick=name,
-            view="overview",
-            text=pairs[0][1],
-            wi_silence=[f"L{la}H{h}" for la, h in ranked],
-        ),  # fmt: skip
+        link=silenced_link(name, pairs[0][1], ranked),
         seconds=time.perf_counter() - start,
     )

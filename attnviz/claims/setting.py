@@ -53,3 +53,10 @@ def link(page: str, **keys: object) -> dict[str, str]:
     shown = {k: [str(x) for x in v] if isinstance(v, (list, tuple)) else str(v)
              for k, v in keys.items() if v is not None}  # fmt: skip
     return {"page": page, "query": urlencode(shown, doseq=True)}
+
+
+def silenced_link(model: str, text: str, heads) -> dict[str, str]:
+    """The Pretrained page's overview of `text` on `model` with `heads` ((layer, head) pairs)
+    silenced by the what-if knob: the view behind a knock-out."""
+    silence = [f"L{la}H{h}" for la, h in heads]
+    return link("pretrained", pick=model, view="overview", text=text, wi_silence=silence)
