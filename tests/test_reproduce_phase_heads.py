@@ -1,7 +1,8 @@
-"""The two claims issue 46 ended with: the lab's phase change (attnviz.claims.phase) and the heads
-needed to carry 80 % of a task's effect (attnviz.claims.heads), on series and models whose answer
-is known by construction, their numbers against independent recomputations (numpy's slopes, the
-lab's own LabResult.crossed, Hugging Face eager attention with W_O's input zeroed by a hook)."""
+"""Two claims about training and circuits: the lab's phase change (attnviz.claims.phase) and
+the heads needed to carry 80 % of a task's effect (attnviz.claims.heads), on series and models
+whose answer is known by construction, their numbers against independent recomputations (numpy's
+slopes, the lab's own LabResult.crossed, Hugging Face eager attention with W_O's input zeroed by
+a hook)."""
 
 from __future__ import annotations
 
