@@ -128,27 +128,36 @@ def atlas_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def resumable(name: str, out: str, run):
+    """run() for `attnviz NAME`, a run on Ray that keeps its finished parts in `out`: (its
+    result, 0), or (None, the exit code) with one line that says why: 2 for bad input, 130 on
+    Ctrl-C (the same command again goes on from the parts), 1 when the run failed."""
+    try:
+        return run(), 0
+    except ValueError as err:
+        print(f"attnviz {name}: {err}", file=sys.stderr)
+        return None, 2
+    except KeyboardInterrupt:
+        print(f"\nattnviz {name}: stopped; the finished parts stay in {out}: the same "
+              "command again goes on from them", file=sys.stderr)  # fmt: skip
+        return None, 130
+    except RuntimeError as err:
+        print(f"attnviz {name}: {err}", file=sys.stderr)
+        return None, 1
+
+
 def atlas(argv: list[str]) -> int:
     """`attnviz atlas`: attnviz.atlas_corpus from the command line, with its progress bar; bad
     input exits 2 with one line that says why, Ctrl-C exits 130 keeping the finished parts."""
     args = atlas_parser().parse_args(argv)
     from attnviz.serve.corpus_ray import atlas_corpus  # Ray and torch load only here
 
-    try:
-        frame = atlas_corpus(
-            args.model, args.texts, args.out, args.address, args.workers,
-            gpus_per_worker=args.gpus_per_worker, max_tokens=args.max_tokens,
-        )  # fmt: skip
-    except ValueError as err:
-        print(f"attnviz atlas: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"\nattnviz atlas: stopped; the finished parts stay in {args.out}: the same "
-              "command again goes on from them", file=sys.stderr)  # fmt: skip
-        return 130
-    except RuntimeError as err:
-        print(f"attnviz atlas: {err}", file=sys.stderr)
-        return 1
+    frame, code = resumable("atlas", args.out, lambda: atlas_corpus(
+        args.model, args.texts, args.out, args.address, args.workers,
+        gpus_per_worker=args.gpus_per_worker, max_tokens=args.max_tokens,
+    ))  # fmt: skip
+    if code:
+        return code
     out = Path(args.out)
     print(summary(frame, out), file=sys.stderr)
     return 0
@@ -183,19 +192,11 @@ def patch(argv: list[str]) -> int:
     args = patch_parser().parse_args(argv)
     from attnviz.serve.patch_pairs import patch_pairs  # Ray and torch load only here
 
-    try:
-        frame = patch_pairs(args.model, args.pairs, args.out, args.over, args.address,
-                            args.workers, progress=True)  # fmt: skip
-    except ValueError as err:
-        print(f"attnviz patch: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"\nattnviz patch: stopped; the finished parts stay in {args.out}: the same "
-              "command again goes on from them", file=sys.stderr)  # fmt: skip
-        return 130
-    except RuntimeError as err:
-        print(f"attnviz patch: {err}", file=sys.stderr)
-        return 1
+    frame, code = resumable("patch", args.out, lambda: patch_pairs(
+        args.model, args.pairs, args.out, args.over, args.address, args.workers, progress=True,
+    ))  # fmt: skip
+    if code:
+        return code
     out, skipped = Path(args.out), frame.attrs["skipped"]
     lines = [f"patched {frame.attrs['n_pairs'] - len(skipped):,} of {frame.attrs['n_pairs']:,} "
              f"pairs: {out / 'effects.parquet'} and {out / 'effects.csv'}"]  # fmt: skip
