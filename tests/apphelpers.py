@@ -29,6 +29,20 @@ def app(page: str | None = None, query: dict | None = None) -> AppTest:
     return at.run()
 
 
+def pretrained_view(model: str, text: str, view: str, **query: str) -> AppTest:
+    """The Pretrained page on `view` of `text` with `model`, as a link opens it: drawn without
+    an exception or an error message."""
+    at = app("app_pages/pretrained.py", query={"model": model, "text": text, "view": view, **query})
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def titled(at: AppTest, start: str) -> dict:
+    """The first chart whose title starts with `start`."""
+    return next(s for s in specs(at) if s["layout"]["title"]["text"].startswith(start))
+
+
 def specs(at: AppTest) -> list[dict]:
     return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
 

@@ -10,7 +10,7 @@ import pytest
 import attnviz
 from attnviz.views import flow
 from attnviz.views.selection import Selection
-from tests.apphelpers import app, specs
+from tests.apphelpers import app, pretrained_view, specs
 
 PAGE = "app_pages/pretrained.py"
 CHAR = "attnviz-char-zh-en"
@@ -24,10 +24,7 @@ def char():
 
 
 def open_view(**query: str):
-    at = app(PAGE, query={"model": CHAR, "text": TEXT, "view": "flow", **query})
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-    return at
+    return pretrained_view(CHAR, TEXT, "flow", **query)
 
 
 def graph_spec(at) -> dict:

@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 import attnviz
-from tests.apphelpers import app, page_text, specs, z_of
+from tests.apphelpers import page_text, pretrained_view, specs, titled, z_of
 
-PAGE = "app_pages/pretrained.py"
 CHAR = "attnviz-char-zh-en"
 TEXT = "The animal didn't cross the street because it was too tired. The animal didn't cross the s"
 EDIT = TEXT.replace("tired", "sleep", 1)  # five characters too: as many tokens
@@ -23,14 +22,7 @@ def model():
 
 
 def open_patch(**query: str):
-    at = app(PAGE, query={"model": CHAR, "text": TEXT, "view": "patch", **query})
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-    return at
-
-
-def titled(at, start: str) -> dict:
-    return next(s for s in specs(at) if s["layout"]["title"]["text"].startswith(start))
+    return pretrained_view(CHAR, TEXT, "patch", **query)
 
 
 def test_the_maps_are_the_engines_sweeps(model) -> None:

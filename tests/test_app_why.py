@@ -10,7 +10,7 @@ import pytest
 import attnviz
 from attnviz.measures.qk import qk_attribution
 from attnviz.views.why import pair_matrix
-from tests.apphelpers import app, specs, z_of
+from tests.apphelpers import app, pretrained_view, titled, z_of
 
 PAGE = "app_pages/pretrained.py"
 CHAR = "attnviz-char-zh-en"
@@ -24,14 +24,7 @@ def char():
 
 
 def open_why(**query: str):
-    at = app(PAGE, query={"model": CHAR, "text": TEXT, "view": "why", **query})
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-    return at
-
-
-def titled(at, start: str) -> dict:
-    return next(s for s in specs(at) if s["layout"]["title"]["text"].startswith(start))
+    return pretrained_view(CHAR, TEXT, "why", **query)
 
 
 def test_a_link_opens_a_cell_split_with_the_engines_numbers(char) -> None:

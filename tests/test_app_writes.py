@@ -12,7 +12,7 @@ from streamlit.testing.v1.element_tree import Selectbox
 import attnviz
 from attnviz.measures.lens import head_logits, logit_lens
 from attnviz.views.tokens import shown
-from tests.apphelpers import app, heatmap_specs, specs, z_of
+from tests.apphelpers import app, heatmap_specs, pretrained_view, specs, titled, z_of
 
 PAGE = "app_pages/pretrained.py"
 CHAR = "attnviz-char-zh-en"
@@ -29,14 +29,7 @@ def char():
 
 
 def open_view(view: str, **query: str):
-    at = app(PAGE, query={"model": CHAR, "text": TEXT, "view": view, **query})
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-    return at
-
-
-def titled(at, start: str) -> dict:
-    return next(s for s in specs(at) if s["layout"]["title"]["text"].startswith(start))
+    return pretrained_view(CHAR, TEXT, view, **query)
 
 
 def test_head_logits_draw_every_heads_push_and_a_link_picks_the_token(char) -> None:
