@@ -100,9 +100,7 @@ class Server(Target):
         # `streamlit run` puts the script's folder on sys.path, not the checkout: a worktree
         # whose venv does not install this checkout would not find `attnviz`
         env = {**os.environ, **SERVE_ENV, **settings["env"], "PYTHONPATH": str(ROOT)}
-        cmd = settings.get("cmd") or replica_command(self.port)
-        if settings.get("cmd"):
-            cmd = [*cmd, *replica_command(self.port)[3:]]  # the same options, another command
+        cmd = replica_command(self.port, settings["cmd"])  # None: make run's launcher
         (ROOT / "out").mkdir(exist_ok=True)
         self.log = open(ROOT / "out" / f"load-{name}.log", "w")  # noqa: SIM115
         self.t_start = time.perf_counter()

@@ -69,10 +69,14 @@ def nginx_config(folder: Path, listen: int, ports: list[int], host: str = "127.0
     return path
 
 
-def replica_command(port: int, python: str = sys.executable) -> list[str]:
-    """`make run`'s server on `port`, headless, without the file watcher."""
+LAUNCH = [sys.executable, "-m", "attnviz.ui.launch"]  # `make run`'s: streamlit run, warm
+
+
+def replica_command(port: int, launcher: list[str] | None = None) -> list[str]:
+    """`make run`'s server on `port`, headless, without the file watcher (`launcher`: another
+    command in front of the app's options, e.g. plain `streamlit run`)."""
     return [
-        python, "-m", "attnviz.ui.launch", "attnviz/app.py", "--server.port", str(port),
+        *(launcher or LAUNCH), "attnviz/app.py", "--server.port", str(port),
         "--server.headless", "true", "--server.fileWatcherType", "none",
         "--browser.gatherUsageStats", "false",
     ]  # fmt: skip

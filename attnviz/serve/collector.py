@@ -47,5 +47,5 @@ def sweep(cache: ByteCache, alive: Callable[[], Callable[[str], bool] | None]) -
         # Traces made since the last collection are young: the two young generations hold their
         # cycles (a full collection every time, ~7 ms of a class's CPU per sentence on SmolLM2,
         # walked every long-lived object again); everything else every SWEEP_S.
-        gc.collect() if full else gc.collect(1)
+        gc.collect(2 if full else 1)
         time.sleep(SOON_S)
