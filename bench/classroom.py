@@ -269,15 +269,16 @@ def load_run(target: Target, n: int, work: Workload, crowds: int = CROWDS) -> di
     between runs on this shared machine."""
     before = target.rss()
     target.reset_peak()
-    walls, crowd_p95, cpus = [], [], []
+    walls, crowd_p95, cpus, client = [], [], [], []
     students = []
     for rep in range(ONES if n == 1 else crowds):
         if rep:
             time.sleep(CROWD_GAP_S if n > 1 else 0.5)
-        t0, cpu0 = time.perf_counter(), target.cpu_s()
+        t0, cpu0, own0 = time.perf_counter(), target.cpu_s(), time.process_time()
         one = asyncio.run(crowd(target.url, n, work, rep * n))
         walls.append(time.perf_counter() - t0)
         cpus.append(target.cpu_s() - cpu0)
+        client.append(time.process_time() - own0)
         crowd_p95.append(pct([st.seconds for s in one for st in s.steps if st.ok], 0.95))
         students += one
     time.sleep(8)  # sessions closed: the cache releases their traces within 5 s
@@ -304,4 +305,6 @@ def load_run(target: Target, n: int, work: Workload, crowds: int = CROWDS) -> di
         "crowd_p95": crowd_p95,
         # the servers' CPU over the sentences the class traced
         "cpu_sentence": statistics.mean(cpus) / (n * work.sentences),
+        # the students' own CPU (this process, on the same cores): what the servers did not get
+        "client_sentence": statistics.mean(client) / (n * work.sentences),
     }

@@ -134,7 +134,8 @@ def print_runs(runs: list[dict], label: str, forward: dict | None) -> None:
     print(f"\n{label}")
     print(
         f"{'N':>3} {'p50 s':>7} {'p95 s':>7} {'max s':>7} {'errors':>6} "
-        f"{'RSS before/peak/after MB':>26} {'CPU/sentence':>12} {'x forward':>9} {'wall s':>7}"
+        f"{'RSS before/peak/after MB':>26} {'CPU/sentence':>12} {'x forward':>9} {'wall s':>7} "
+        f"{'client CPU':>10}"
     )
     for r in runs:
         b, p, a = r["rss"]
@@ -142,7 +143,7 @@ def print_runs(runs: list[dict], label: str, forward: dict | None) -> None:
         print(
             f"{r['n']:>3} {r['p50']:7.2f} {r['p95']:7.2f} {r['max']:7.2f} {r['errors']:>6} "
             f"{b:8.0f} {p:8.0f} {a:8.0f} {r['cpu_sentence'] * 1e3:9.0f} ms {ratio:9.2f} "
-            f"{r['wall']:7.1f}"
+            f"{r['wall']:7.1f} {r['client_sentence'] * 1e3:7.0f} ms"
         )
     one = next((r for r in runs if r["n"] == 1), None)
     if one:

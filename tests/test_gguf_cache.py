@@ -489,3 +489,20 @@ def test_the_package_imports_torch_and_transformers_with_the_collector_paused():
     )
     assert unpaused.returncode == 0, unpaused.stderr
     assert int(paused.stdout) * 4 < int(unpaused.stdout), (paused.stdout, unpaused.stdout)
+
+
+def test_a_model_folders_size_is_walked_once_and_again_when_its_config_changes(tmp_path) -> None:
+    """The model picker asks every bundled model's size on each run of a page: the folder is
+    walked once, and again when its config.json is written (a model installed or replaced)."""
+    import os
+
+    from attnviz.engine import bundled
+
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "weights.bin").write_bytes(b"x" * 1000)
+    assert bundled._folder_bytes(tmp_path) == 1002
+    (tmp_path / "more.bin").write_bytes(b"y" * 500)  # the same config: the walk is not repeated
+    assert bundled._folder_bytes(tmp_path) == 1002
+    os.utime(tmp_path / "config.json", ns=(1, 1))
+    assert bundled._folder_bytes(tmp_path) == 1502
+    assert bundled._folder_bytes(None) == 0

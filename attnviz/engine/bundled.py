@@ -5,6 +5,7 @@ scripts/make_models.py) and two real LLMs fetched from the package registry at s
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 from dataclasses import dataclass
@@ -137,8 +138,19 @@ def trained_folder(name: str) -> Path | None:
 
 
 def _folder_bytes(folder: Path | None) -> int:
+    """The bytes of a model folder's files; walked once per folder and state of its config (the
+    model picker asks on every run of a page: a walk each time cost milliseconds a sentence)."""
     if folder is None:
         return 0
+    try:
+        changed = (folder / "config.json").stat().st_mtime_ns
+    except OSError:
+        changed = None
+    return _walked_bytes(folder, changed)
+
+
+@functools.lru_cache(maxsize=64)
+def _walked_bytes(folder: Path, changed: int | None) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 

@@ -40,12 +40,14 @@ def probabilities(trace: Trace) -> torch.Tensor:
     return torch.softmax(trace.next_logits.float(), dim=-1)  # [vocab]
 
 
-def _ranks(trace: Trace) -> Callable[[int], int]:
-    """A token id's rank after the last token: the logits above its logit, plus 1 (a tie shares
-    the better rank). On the logits: a knob that demotes a token far enough rounds its float32
-    probability to 0, among thousands of others at 0, whose order says nothing."""
+def _ranks(trace: Trace, ids: list[int]) -> list[int]:
+    """Each token id's rank after the last token: the logits above its logit, plus 1 (a tie
+    shares the better rank). On the logits: a knob that demotes a token far enough rounds its
+    float32 probability to 0, among thousands of others at 0, whose order says nothing. One
+    comparison for every id at once."""
     logits = trace.next_logits.float()  # [vocab]
-    return lambda i: int((logits > logits[i]).sum()) + 1
+    chosen = logits[torch.tensor(ids, dtype=torch.long)]  # [ids]
+    return ((logits[None, :] > chosen[:, None]).sum(1) + 1).tolist()
 
 
 def top_k(
@@ -62,24 +64,19 @@ def top_k(
     p = probabilities(trace)  # [vocab]
     k = min(k, p.shape[0])
     ids = p.topk(k).indices.tolist()
-    p_base = rank_base = None
-    rank = _ranks(trace)
+    p_base = None
     if base is not None:
         p_base = probabilities(base)  # [vocab]
         if p_base.shape != p.shape:
             raise ValueError(f"vocabularies differ: {p.shape[0]} vs {p_base.shape[0]}")
-        rank_base = _ranks(base)
         ids += [i for i in p_base.topk(k).indices.tolist() if i not in ids]
+    ranks = _ranks(trace, ids)
+    ranks_base = [None] * len(ids) if base is None else _ranks(base, ids)
+    p_ids = p[ids].tolist()
+    p_base_ids = [None] * len(ids) if p_base is None else p_base[ids].tolist()
     return [
-        NextToken(
-            token_id=i,
-            token=decode(i),
-            p=float(p[i]),
-            rank=rank(i),
-            p_base=None if p_base is None else float(p_base[i]),
-            rank_base=None if rank_base is None else rank_base(i),
-        )
-        for i in ids
+        NextToken(token_id=i, token=decode(i), p=pi, rank=r, p_base=pb, rank_base=rb)
+        for i, pi, r, pb, rb in zip(ids, p_ids, ranks, p_base_ids, ranks_base, strict=True)
     ]
 
 

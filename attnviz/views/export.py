@@ -83,11 +83,12 @@ DENSE_BYTES = 6  # a weight: "0.123," (a sparse one adds its query and key: "211
 
 def json_bytes(trace: Trace, pick: Pick = Pick()) -> int:
     """How many bytes `to_json(trace, ..., pick)` writes, within a few percent: counted, not
-    guessed (the weights at or above a threshold are counted a layer at a time; layers that
-    share a mask count its record once)."""
+    guessed (the weights at or above a threshold are counted in one pass over every layer of a
+    shape; layers that share a mask count its record once)."""
     n_q, n_k = len(trace.tokens), len(trace.key_tokens)
     total = 60 * (n_q + n_k) + 2048
     mask_bytes: dict[int, int] = {}  # a mask's id -> its record's bytes
+    dense: dict[tuple, list[torch.Tensor]] = {}  # the weights written, by their [q, k] shape
     for la, heads in pick.chosen(trace):
         lt = trace.layers[la]
         if id(lt.mask) not in mask_bytes:
@@ -100,13 +101,14 @@ def json_bytes(trace: Trace, pick: Pick = Pick()) -> int:
         mask = lt.mask if lt.mask is not None else torch.ones(w.shape[1:], dtype=torch.bool)
         if pick.threshold <= 0:
             # a masked weight is exactly 0, counted as "0.0,": it is written "null,", one more
-            hidden = len(heads) * int((~mask).sum())
-            total += _number_bytes(w) + hidden + 2 * w.shape[0] * w.shape[1]
+            total += len(heads) * int((~mask).sum()) + 2 * w.shape[0] * w.shape[1]
+            dense.setdefault(tuple(w.shape[1:]), []).append(w)
         else:
             h, q, k = ((w >= pick.threshold) & mask).nonzero(as_tuple=True)
             total += _number_bytes(w[h, q, k]) + _index_bytes(q) + _index_bytes(k)
             total += 40 * len(heads)
-    return total
+    # every layer of a shape in one count: a count a layer cost ~30 small tensor calls a layer
+    return total + sum(_number_bytes(torch.cat(ws)) for ws in dense.values())
 
 
 def _number_bytes(w: torch.Tensor) -> int:
