@@ -764,3 +764,35 @@ def test_a_request_finds_any_live_copy_of_its_model() -> None:
     gc.collect()
     with pytest.raises(LookupError):
         tracing.model_for(request)
+
+
+def test_the_servers_websocket_deflates_at_level_1_and_still_round_trips() -> None:
+    """make run's launcher has uvicorn's websockets compress at zlib level 1 (a page is mostly an
+    already compressed PNG): the extension it negotiates carries the level, keeps uvicorn's own
+    settings, and what it compresses decompresses to the same bytes. Patching twice wraps once."""
+    import base64
+    import os
+    import zlib
+
+    from uvicorn.protocols.websockets import websockets_sansio_impl as impl
+
+    from attnviz.ui import launch
+
+    before = impl.ServerPerMessageDeflateFactory
+    try:
+        assert launch.fast_websocket_deflate() and launch.fast_websocket_deflate()
+        factory = impl.ServerPerMessageDeflateFactory(
+            server_max_window_bits=12, client_max_window_bits=12, compress_settings={"memLevel": 5}
+        )
+        assert factory.compress_settings == {"memLevel": 5, "level": 1}
+        assert impl.ServerPerMessageDeflateFactory._attnviz_made is before.__dict__.get(
+            "_attnviz_made", before
+        )
+    finally:
+        impl.ServerPerMessageDeflateFactory = before
+    page = b'{"source":"data:image/png;base64,' + base64.b64encode(os.urandom(50_000)) + b'"}'
+    fast = zlib.compressobj(wbits=-12, memLevel=5, level=1)
+    sent = fast.compress(page) + fast.flush(zlib.Z_SYNC_FLUSH)
+    assert zlib.decompressobj(wbits=-12).decompress(sent) == page
+    default = zlib.compressobj(wbits=-12, memLevel=5)
+    assert len(sent) < 1.05 * len(default.compress(page) + default.flush(zlib.Z_SYNC_FLUSH))

@@ -57,6 +57,31 @@ def prime(app: str, timeout: float = 300) -> bool:
     return ok
 
 
+# zlib's level for the websocket's per-message deflate (uvicorn leaves zlib's default, 6): a page
+# is mostly the overview's PNG, which deflate barely shrinks; level 1 spends a third of the CPU
+# for ~1 % more bytes (docs/serving.md).
+WEBSOCKET_DEFLATE_LEVEL = 1
+
+
+def fast_websocket_deflate(level: int = WEBSOCKET_DEFLATE_LEVEL) -> bool:
+    """Have uvicorn's websockets (the server Streamlit runs) compress at `level`. False when that
+    implementation is not the one installed (then nothing changes)."""
+    try:
+        from uvicorn.protocols.websockets import websockets_sansio_impl as impl
+    except ImportError:
+        return False
+    made = getattr(impl.ServerPerMessageDeflateFactory, "_attnviz_made", None)
+    base = made or impl.ServerPerMessageDeflateFactory
+
+    def factory(**options):
+        options["compress_settings"] = {**options.get("compress_settings", {}), "level": level}
+        return base(**options)
+
+    factory._attnviz_made = base
+    impl.ServerPerMessageDeflateFactory = factory
+    return True
+
+
 def main(argv: list[str]) -> None:
     from streamlit.logger import get_logger
     from streamlit.web import cli
@@ -71,6 +96,7 @@ def main(argv: list[str]) -> None:
     import attnviz.ui  # noqa: F401  (the pages' imports: streamlit, torch, plotly)
 
     warmup.preload_imports()
+    fast_websocket_deflate()
     warmup.start()
     app = next((a for a in argv if a.endswith(".py")), "attnviz/app.py")
     if Path(app).is_file() and os.environ.get("ATTNVIZ_PRIME", "1").strip() != "0":
