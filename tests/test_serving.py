@@ -365,25 +365,45 @@ def test_uploads_are_capped_near_the_text_limit_and_the_boxes_say_it() -> None:
 
 
 def test_mosaic_images_take_the_known_palette_and_stay_lossless(monkeypatch) -> None:
-    """The mosaic's colours (weight levels, white, the focus bars' grey, the X's grey, the
-    selection's orange) are indexed by one table lookup instead of np.unique's sort."""
+    """The mosaic is built as indices into one palette (weight levels, white, the focus bars'
+    grey, the X's grey, the selection's orange) and written as a palette PNG: each thumbnail
+    decodes to its weights coloured as coloured() colours them, and every pixel to a known
+    colour. Other images (a map) find their colours by one table lookup, not np.unique's sort."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from attnviz.views.colour import coloured
+
     seen = []
     real = images.png_data_uri
     monkeypatch.setattr(images, "png_data_uri", lambda img: seen.append(img) or real(img))
     w = torch.softmax(torch.randn(2, 3, 40, 40) * 3, -1)  # [layer, head, q, k]
-    figs = [
-        images.mosaic(w, images.Tiles(selected=(1, 2), marked=((0, 1),))),
-        images.mosaic(w, images.Tiles(focus=5, gamma=0.5, selected=(0, 0))),
-        draw_map(w[0, 0], Axis(["k"] * 40), Axis(["q"] * 40), Colour(), Marks(values=False)),
-    ]
+    marked = images.mosaic(w, images.Tiles(selected=(1, 2), marked=((0, 1),)))
+    focus = images.mosaic(w, images.Tiles(focus=5, gamma=0.5, selected=(0, 0)))
+    assert not seen  # the mosaic never looks its colours up again
     known = images._known_palette()[0]
-    for fig, img in zip(figs, seen, strict=True):
-        flat = img.reshape(-1, 3).astype(np.uint32)
-        packed = (flat[:, 0] << 16) | (flat[:, 1] << 8) | flat[:, 2]
-        colours, index = images._palette_index(packed)
-        assert colours is known  # the fast path, not the fallback
-        np.testing.assert_array_equal(colours[index], packed)
-        np.testing.assert_array_equal(_png(fig.data[0].source), img)
+    for fig in (marked, focus):
+        uri = fig.data[0].source
+        im = Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1])))
+        assert im.mode == "P"
+        px = _png(uri).reshape(-1, 3).astype(np.uint32)
+        assert np.isin((px[:, 0] << 16) | (px[:, 1] << 8) | px[:, 2], known).all()
+    pixels = _png(marked.data[0].source)
+    for layer, head in ((1, 0), (0, 2), (1, 1)):  # neither crossed out nor outlined
+        y0, x0 = 4 + layer * 44, 4 + head * 44  # 40-pixel tiles, 4 apart
+        tile = w[layer, head] / w[layer, head].max()
+        np.testing.assert_array_equal(pixels[y0 : y0 + 40, x0 : x0 + 40], coloured(tile, 1.0))
+    assert (pixels[:4] == 255).all()  # the gap above the first row: white
+    fig = draw_map(w[0, 0], Axis(["k"] * 40), Axis(["q"] * 40), Colour(), Marks(values=False))
+    (img,) = seen
+    flat = img.reshape(-1, 3).astype(np.uint32)
+    packed = (flat[:, 0] << 16) | (flat[:, 1] << 8) | flat[:, 2]
+    colours, index = images._palette_index(packed)
+    assert colours is known  # the fast path, not the fallback
+    np.testing.assert_array_equal(colours[index], packed)
+    np.testing.assert_array_equal(_png(fig.data[0].source), img)
 
 
 def test_a_spec_sends_what_its_figure_sends_every_time() -> None:

@@ -90,11 +90,16 @@ def colour_lut(colorscale: str, n: int = 256) -> np.ndarray:
     return (np.array(rgb) * (255 if max(max(c) for c in rgb) <= 1 else 1)).astype(np.uint8)
 
 
+def levels(norm: torch.Tensor, gamma: float) -> np.ndarray:
+    """Weights scaled to 0..1 -> which of the MOSAIC_LEVELS colours of the weights scale each
+    is drawn in, by norm^gamma: uint8 [...] (a palette image's pixels)."""
+    return (norm.clamp(0, 1) ** gamma * (MOSAIC_LEVELS - 1)).round().to(torch.uint8).numpy()
+
+
 def coloured(norm: torch.Tensor, gamma: float) -> np.ndarray:
     """Weights scaled to 0..1 -> RGB uint8 [..., 3] in one of MOSAIC_LEVELS colours of the
     weights scale, by norm^gamma (the mosaic's thumbnails, its focus bars, a long head's image)."""
-    lut = colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS)
-    return lut[(norm.clamp(0, 1) ** gamma * (MOSAIC_LEVELS - 1)).round().long().numpy()]
+    return colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS)[levels(norm, gamma)]
 
 
 def scale_gamma(mode: str) -> float:

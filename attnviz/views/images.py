@@ -17,7 +17,7 @@ from attnviz.views.colour import (
     MOSAIC_LEVELS,
     WEIGHTS_SCALE,
     colour_lut,
-    coloured,
+    levels,
     rgb,
 )
 from attnviz.views.spec import figure, layout_dict
@@ -61,8 +61,8 @@ def mosaic(
         norm = pooled / pooled.amax().clamp_min(1e-12)
     else:
         norm = pooled / pooled.amax(dim=(1, 2), keepdim=True).clamp_min(1e-12)
-    rgb_tiles = coloured(norm, gamma).reshape(n_layers, n_heads, th, tw, 3)  # [L, H, th, tw, rgb]
-    return _mosaic_figure(rgb_tiles, tiles, title, height)
+    level = levels(norm, gamma).reshape(n_layers, n_heads, th, tw)  # [L, H, th, tw] palette
+    return _mosaic_figure(level, tiles, title, height)
 
 
 def _focus_mosaic(weights, size: tuple[int, int], tiles: Tiles, frame: tuple) -> go.Figure:
@@ -78,25 +78,27 @@ def _focus_mosaic(weights, size: tuple[int, int], tiles: Tiles, frame: tuple) ->
         pooled = torch.nn.functional.adaptive_max_pool1d(row, tw)[:, 0]  # [L*H, tw]
     top = pooled.amax() if tiles.shared else pooled.amax(dim=1, keepdim=True)
     norm = (pooled / top.clamp_min(1e-12)).clamp(0, 1)  # [L*H, tw] bar heights: linear
-    colour = coloured(norm, tiles.gamma)  # [L*H, tw, rgb]
+    level = levels(norm, tiles.gamma)  # [L*H, tw] palette
     # a bar fills pixel row y of a column when it reaches above it (at least 1 px for any weight)
     bar = (norm * th).ceil().clamp(min=1) * (pooled > 0)  # [L*H, tw]
     ys = torch.arange(th, 0, -1).view(1, th, 1)  # [1, th, 1] height of each pixel row's top
     filled = (ys <= bar.unsqueeze(1)).numpy()  # [L*H, th, tw]
-    rgb = np.where(filled[..., None], colour[:, None], np.uint8(246))  # [L*H, th, tw, rgb]
-    rgb = rgb.reshape(n_layers, n_heads, th, tw, 3).astype(np.uint8)
-    return _mosaic_figure(rgb, tiles, *frame)
+    img = np.where(filled, level[:, None], np.uint8(BARS_BACKGROUND))  # [L*H, th, tw] palette
+    return _mosaic_figure(img.reshape(n_layers, n_heads, th, tw), tiles, *frame)
 
 
-def _mosaic_figure(rgb_tiles, tiles: Tiles, title: str, height: int | None) -> go.Figure:
-    n_layers, n_heads, th, tw, _ = rgb_tiles.shape
+def _mosaic_figure(tile_levels, tiles: Tiles, title: str, height: int | None) -> go.Figure:
+    """`tile_levels` [L, H, th, tw]: each pixel's index into PALETTE (a weight level, or the
+    focus bars' background). The image is built and written as palette indices: one byte a
+    pixel, no colour looked up and found again (bench/load.py: a class's page script)."""
+    n_layers, n_heads, th, tw = tile_levels.shape
     gap, selected, marked = tiles.gap, tiles.selected, tiles.marked
     cell_h, cell_w = th + gap, tw + gap
-    img = np.full((n_layers * cell_h + gap, n_heads * cell_w + gap, 3), 255, dtype=np.uint8)
+    img = np.full((n_layers * cell_h + gap, n_heads * cell_w + gap), WHITE, dtype=np.uint8)
     # every tile at once: a [layer, row, head, column] grid of cells, each a tile and its gap
-    cells = np.full((n_layers, cell_h, n_heads, cell_w, 3), 255, dtype=np.uint8)
-    cells[:, :th, :, :tw] = np.asarray(rgb_tiles).transpose(0, 2, 1, 3, 4)  # [L, th, H, tw, rgb]
-    img[gap:, gap:] = cells.reshape(n_layers * cell_h, n_heads * cell_w, 3)
+    cells = np.full((n_layers, cell_h, n_heads, cell_w), WHITE, dtype=np.uint8)
+    cells[:, :th, :, :tw] = np.asarray(tile_levels).transpose(0, 2, 1, 3)  # [L, th, H, tw]
+    img[gap:, gap:] = cells.reshape(n_layers * cell_h, n_heads * cell_w)
     for layer, head in marked:
         if 0 <= layer < n_layers and 0 <= head < n_heads:
             y0, x0 = gap + layer * cell_h, gap + head * cell_w
@@ -104,12 +106,12 @@ def _mosaic_figure(rgb_tiles, tiles: Tiles, title: str, height: int | None) -> g
             ys = y0 + steps * th // max(th, tw)
             xs = x0 + steps * tw // max(th, tw)
             for dx in (0, 1):  # two pixels wide, so it shows on small thumbnails
-                img[ys, np.minimum(xs + dx, x0 + tw - 1)] = 60
-                img[ys, np.maximum(x0 + tw - 1 - (xs - x0) - dx, x0)] = 60
+                img[ys, np.minimum(xs + dx, x0 + tw - 1)] = CROSS
+                img[ys, np.maximum(x0 + tw - 1 - (xs - x0) - dx, x0)] = CROSS
     if selected is not None:
         layer, head = selected
         y0, x0 = gap + layer * cell_h, gap + head * cell_w
-        colour = np.array(rgb(HIGHLIGHT), dtype=np.uint8)
+        colour = SELECTED
         for d in range(1, min(gap, 2) + 1):
             img[y0 - d, x0 - d : x0 + tw + d] = colour
             img[y0 + th + d - 1, x0 - d : x0 + tw + d] = colour
@@ -117,7 +119,7 @@ def _mosaic_figure(rgb_tiles, tiles: Tiles, title: str, height: int | None) -> g
             img[y0 - d : y0 + th + d, x0 + tw + d - 1] = colour
     # A compressed image, not the raw RGB array: plotly would send that as base64 JSON (~1.9 MB
     # at any n); as PNG it is tens of kilobytes and the browser decodes it.
-    image = dict(type="image", source=png_data_uri(img), hoverinfo="skip")
+    image = dict(type="image", source=_png_uri(img, _palette()), hoverinfo="skip")
     # One invisible marker per thumbnail: hovering names the head, clicking selects it.
     centres = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
     markers = dict(
@@ -160,35 +162,49 @@ def png_data_uri(img: np.ndarray) -> str:
     """An RGB uint8 image [h, w, 3] as a PNG data URI, lossless. An image of at most 256 colours
     (the mosaic: its weight levels, white, greys and the selection's orange) is written with a
     palette: one byte a pixel. zlib level 1: several times faster than level 6 for ~10% more bytes
-    (bench/load.py measures what a mosaic sends)."""
-    from PIL import Image
-
+    (bench/load.py measures what a mosaic sends). The mosaic itself is built as indices."""
     h, w, _ = img.shape
     flat = img.reshape(-1, 3).astype(np.uint32)  # [h*w, rgb]
     packed = (flat[:, 0] << 16) | (flat[:, 1] << 8) | flat[:, 2]  # [h*w]
     colours, index = _palette_index(packed)
-    if len(colours) <= 256:
-        im = Image.fromarray(index.reshape(h, w).astype(np.uint8))
-        rgb = np.stack([(colours >> 16) & 255, (colours >> 8) & 255, colours & 255], axis=1)
-        im.putpalette(rgb.astype(np.uint8).tobytes())
-    else:
-        im = Image.fromarray(np.ascontiguousarray(img, dtype=np.uint8))
+    if len(colours) > 256:
+        return _png_uri(np.ascontiguousarray(img, dtype=np.uint8))
+    rgb = np.stack([(colours >> 16) & 255, (colours >> 8) & 255, colours & 255], axis=1)
+    return _png_uri(index.reshape(h, w).astype(np.uint8), rgb.astype(np.uint8))
+
+
+def _png_uri(img: np.ndarray, palette: np.ndarray | None = None) -> str:
+    """A PNG data URI of an RGB image [h, w, 3], or of palette indices [h, w] into `palette`
+    [colours, 3] (uint8 both), zlib level 1."""
+    from PIL import Image
+
+    im = Image.fromarray(img)
+    if palette is not None:
+        im.putpalette(palette.tobytes())
     buf = io.BytesIO()
     im.save(buf, format="PNG", compress_level=1)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 # The colours the mosaic and a long head's image are drawn in: the weights scale's levels, white,
-# the focus bars' background, the crossed-out heads' grey and the selection's orange.
+# the focus bars' background, the crossed-out heads' grey and the selection's orange; the mosaic's
+# palette indices of the four after the levels.
 _KNOWN_EXTRA = ((255, 255, 255), (246, 246, 246), (60, 60, 60), rgb(HIGHLIGHT))
+WHITE, BARS_BACKGROUND, CROSS, SELECTED = range(MOSAIC_LEVELS, MOSAIC_LEVELS + 4)
+
+
+@functools.cache
+def _palette() -> np.ndarray:
+    """The mosaic's palette: MOSAIC_LEVELS colours of the weights scale, then _KNOWN_EXTRA."""
+    rgb = np.concatenate([colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS), np.array(_KNOWN_EXTRA)])
+    return rgb.astype(np.uint8)
 
 
 @functools.cache
 def _known_palette() -> tuple[np.ndarray, int, np.ndarray]:
     """The known colours packed as 0xRRGGBB (sorted), a modulus under which they all differ, and
     the table from (colour % modulus) to the colour's index: one gather instead of a sort."""
-    rgb = np.concatenate([colour_lut(WEIGHTS_SCALE, MOSAIC_LEVELS), np.array(_KNOWN_EXTRA)])
-    rgb = rgb.astype(np.uint32)
+    rgb = _palette().astype(np.uint32)
     colours = np.unique((rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2])
     modulus = next(
         m for m in range(len(colours), 1 << 20) if len(np.unique(colours % m)) == len(colours)

@@ -16,7 +16,8 @@ from collections.abc import Iterator, Sequence
 
 import plotly.graph_objects as go
 import plotly.io
-from _plotly_utils.utils import convert_to_base64
+from _plotly_utils.basevalidators import is_homogeneous_array
+from _plotly_utils.utils import is_skipped_key, to_typed_array_spec
 from plotly.basedatatypes import BaseFigure
 
 from attnviz.views.tokens import shown
@@ -53,8 +54,8 @@ class Spec(BaseFigure):
         """What Spec(go.Figure(data=data, layout=layout)) holds, without the figure: building one
         and deep-copying it (with its theme template) cost most of a heatmap's encoding (tests pin
         the equality)."""
-        spec = _copy_tree({"data": data, "layout": layout})  # arrays are replaced, not changed
-        convert_to_base64(spec)  # numeric arrays as typed arrays, as go.Figure.to_dict does
+        # copied, numeric arrays as typed arrays (as go.Figure.to_dict does); arrays are shared
+        spec = _copy_tree({"data": data, "layout": layout})
         text = plotly.io.json.to_json_plotly(spec)
         spec = json.loads(text)
         template = _template()
@@ -253,14 +254,30 @@ def making_specs() -> Iterator[None]:
         _as_specs.on = before
 
 
-def _copy_tree(value):
+def _copy_tree(value, convert: bool = True):
     """Dicts and lists copied all the way down, without a dict's None values (go.Figure leaves an
-    attribute set to None unset); everything else (arrays, strings) shared."""
+    attribute set to None unset); a numeric array that is a dict's value made a typed array, as
+    plotly's convert_to_base64 does in place (not under the keys it skips, nor anything below
+    them); everything else (other arrays, strings) shared. A list of plain values (a trace's x,
+    a map's hover text row) is copied in one step: walking each value was most of a mosaic's."""
     if isinstance(value, dict):
-        return {k: _copy_tree(v) for k, v in value.items() if v is not None}
+        out = {}
+        for key, v in value.items():
+            if v is None:
+                continue
+            here = convert and not is_skipped_key(key)
+            out[key] = to_typed_array_spec(v) if here and is_homogeneous_array(v) else (
+                _copy_tree(v, here)
+            )  # fmt: skip
+        return out
     if isinstance(value, (list, tuple)):
-        return [_copy_tree(v) for v in value]
+        if not any(isinstance(v, _NESTED) for v in value):
+            return list(value)
+        return [_copy_tree(v, convert) for v in value]
     return value
+
+
+_NESTED = (dict, list, tuple)
 
 
 def _template() -> tuple[dict, int] | None:
