@@ -150,16 +150,19 @@ class ReplicaTarget(Target):
 @dataclass
 class Workload:
     """What each student does: `model` the bundled model picked ('' = the page's default),
-    `heads` its heads per layer, `tokens` per sentence, `kind` 'sentences' or 'explore'."""
+    `heads` its heads per layer, `tokens` per sentence, `kind` 'sentences' or 'explore',
+    `dtype` the precision the link asks for."""
 
     model: str = ""
     heads: int = 12
     tokens: int = 32
     kind: str = "sentences"
     think: tuple[float, float] = THINK
+    dtype: str = ""  # the link's precision (?dtype=bfloat16); "" the page's default, float32
 
     def query(self, text: str | None = None) -> str:
         pairs = [("pick", self.model)] if self.model else []
+        pairs += [("dtype", self.dtype)] if self.dtype else []
         pairs += [("text", text)] if text is not None else []
         return urllib.parse.urlencode(pairs)
 

@@ -3,6 +3,7 @@ Streamlit's own websocket protocol (bench/wsclient.py), on the Pretrained page o
 
 Run:  .venv/bin/python bench/load.py --model smollm2-135m            (N = 1, 30, 60; 32 tokens)
       .venv/bin/python bench/load.py --model smollm2-135m --replicas 1,2   (each on one core)
+      .venv/bin/python bench/load.py --model smollm2-135m --dtype bfloat16   (links with ?dtype=)
       .venv/bin/python bench/load.py --workload explore --sessions 1,10,30  (MiniLM, six steps)
       .venv/bin/python bench/load.py --quick    (N = 1, 5; a smoke run)
       .venv/bin/python bench/load.py --sentences 100 --tokens 512   (one user, RSS over time)
@@ -76,7 +77,7 @@ def plain_forward(work: Workload, batch: int = 8, reps: int = 6) -> dict:
     import attnviz
     from attnviz.engine.hooked.encoding import collate
 
-    model = attnviz.load_model(work.model or None)
+    model = attnviz.load_model(work.model or None, dtype=work.dtype or "float32")
     model.model.set_attn_implementation("sdpa")
     rng = random.Random(7)
     texts = [sentence(rng, work.tokens) for _ in range(batch)]
@@ -114,7 +115,7 @@ def plain_forward_apart(work: Workload, pinned: bool) -> dict:
 
     env = {**os.environ, **SERVE_ENV, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, __file__, "--plain-forward", "--model", work.model,
-           "--tokens", str(work.tokens)]  # fmt: skip
+           "--tokens", str(work.tokens), "--dtype", work.dtype]  # fmt: skip
     if pinned:
         env["OMP_NUM_THREADS"] = "1"
         cmd = ["taskset", "-c", "0", *cmd]
@@ -302,11 +303,18 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=0, help="one user, this many sentences")
     ap.add_argument("--cold", action="store_true", help="first visitor on a cold server")
     ap.add_argument("--cold-browser", action="store_true", help="--cold, timed in Chromium")
+    ap.add_argument(
+        "--dtype",
+        default="",
+        choices=["", "float32", "bfloat16"],
+        help="the links' precision (?dtype=); the plain forward runs in it too",
+    )
     ap.add_argument("--new-env", default="", help="extra VAR=value,... for the servers")
     ap.add_argument("--plain-forward", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     think = tuple(float(x) for x in args.think.split(","))
-    work = Workload(args.model, HEADS.get(args.model, 12), args.tokens, args.workload, think)
+    work = Workload(args.model, HEADS.get(args.model, 12), args.tokens, args.workload, think,
+                    args.dtype)  # fmt: skip
     if args.plain_forward:  # the baseline's own process (plain_forward_apart)
         print(json.dumps(plain_forward(work)))
         return
@@ -314,8 +322,8 @@ def main() -> None:
     sessions = [1, 5] if args.quick else [int(x) for x in args.sessions.split(",")]
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} {load[1]:.2f}, {os.cpu_count()} cores; model "
-          f"{args.model or 'the default'}, workload {work.kind}, {work.tokens} tokens, think "
-          f"{think} s")  # fmt: skip
+          f"{args.model or 'the default'} in {args.dtype or 'float32'}, workload {work.kind}, "
+          f"{work.tokens} tokens, think {think} s")  # fmt: skip
     if args.cold or args.cold_browser:
         print("cold start (time from the first request):")
         if args.cold_browser:
