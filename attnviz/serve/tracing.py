@@ -30,10 +30,10 @@ from attnviz.serve.cores import Cores
 from attnviz.serve.settings import serving
 
 BATCH_MAX = 8  # sentences in one forward at most (bench/hooked.py: eight 32-token ones, ~60 ms)
-# Trace bytes of one batched forward at most: eight 32-token sentences of SmolLM2 (14 MB of trace
-# each; at 64 MB a class's forwards held 4, at 84 ms of CPU a sentence against 78 for 8 on one
-# thread), while a 512-token one goes alone.
-BATCH_BYTES = 128 * 2**20
+# Trace bytes of one batched forward at most: a 512-token one goes alone. SmolLM2's 32-token traces
+# (14 MB each) go four a forward: at 128 MB (eight) a class of 30's p95 was 3.2 s against 2.9 s
+# for the same CPU a sentence (bench/load.py, runs in turns): a forward twice as long to wait for.
+BATCH_BYTES = 64 * 2**20
 
 # The loaded models a request may name, by their key (LoadedModel.key): a request alone is enough
 # to make its trace again (a fragment whose trace was evicted). Weak: the app's model cache
