@@ -151,3 +151,23 @@ def test_the_pages_traces_share_one_forward_per_group(smollm2, monkeypatch) -> N
         assert trace.tokens == alone.tokens and trace.request.text == _sentence(i, 0)
         for a, b in zip(trace.layers, alone.layers, strict=True):
             torch.testing.assert_close(a.weights, b.weights, atol=5e-5, rtol=1e-4)
+
+
+def test_a_hook_added_during_another_threads_forward_leaves_that_forward_alone() -> None:
+    """torch marks a `with_kwargs` hook as taking keyword arguments a moment after adding it: a
+    forward in another thread can call it in between without them. The hooks that read a call's
+    kwargs answer such a call with None (it raised TypeError in a class of eight), and run as
+    written when called as registered."""
+    from attnviz.engine.hooked.hooks import forward_hook, forward_pre_hook
+
+    seen = []
+    layer = torch.nn.Linear(2, 2)
+    forward_hook(layer, lambda m, args, kwargs, out: seen.append(("after", kwargs)))
+    forward_pre_hook(layer, lambda m, args, kwargs: seen.append(("before", kwargs)))
+    (after,) = layer._forward_hooks.values()
+    (before,) = layer._forward_pre_hooks.values()
+    x = torch.ones(1, 2)
+    assert after(layer, (x,), x) is None and before(layer, (x,)) is None  # the half-added call
+    assert seen == []
+    layer(x)
+    assert seen == [("before", {}), ("after", {})]

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from attnviz.engine.hooked.families import DECODER
+from attnviz.engine.hooked.hooks import forward_pre_hook
 from attnviz.engine.hooked.intercept import Call, Recording
 from attnviz.engine.hooked.labels import piece_text, token_labels
 from attnviz.engine.hooked.loading import LoadedModel
@@ -172,13 +173,9 @@ def hooked(model: LoadedModel, read: Caught | None = None, write: dict | None = 
 
         return hook
 
-    handles = [
-        b.w_o.register_forward_pre_hook(make("z", b.layer), with_kwargs=True)
-        for b in decoder_blocks(model)
-    ]
+    handles = [forward_pre_hook(b.w_o, make("z", b.layer)) for b in decoder_blocks(model)]
     handles += [
-        layer.register_forward_pre_hook(make("resid", i), with_kwargs=True)
-        for i, layer in enumerate(decoder_layers(model))
+        forward_pre_hook(layer, make("resid", i)) for i, layer in enumerate(decoder_layers(model))
     ]
     try:
         yield

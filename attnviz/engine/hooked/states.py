@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from attnviz.engine.hooked.hooks import forward_hook, forward_pre_hook
 from attnviz.engine.hooked.intercept import Call
 from attnviz.engine.hooked.loading import LoadedModel
 from attnviz.engine.hooked.stream import _ids, _knobs, _real_length, decoder_part
@@ -91,8 +92,8 @@ def _hooks(mods: dict[str, Any], at: torch.Tensor, got: States, last: str | None
         h
         for n, m in mods.items()
         for h in (
-            m.register_forward_pre_hook(before(n), with_kwargs=True),
-            m.register_forward_hook(after(n), with_kwargs=True),
+            forward_pre_hook(m, before(n)),
+            forward_hook(m, after(n)),
         )
     ]
     try:
@@ -207,9 +208,7 @@ def _traced_z(model: LoadedModel, trace: Trace, at: torch.Tensor) -> Iterator[No
 
         return swap
 
-    handles = [
-        b.w_o.register_forward_pre_hook(hook(b.layer), with_kwargs=True) for b in model.blocks
-    ]
+    handles = [forward_pre_hook(b.w_o, hook(b.layer)) for b in model.blocks]
     try:
         yield
     finally:

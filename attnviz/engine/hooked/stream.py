@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from attnviz.engine.hooked.families import DECODER
+from attnviz.engine.hooked.hooks import forward_hook
 from attnviz.engine.hooked.intercept import Call
 from attnviz.engine.hooked.labels import token_labels
 from attnviz.engine.hooked.loading import LoadedModel
@@ -141,7 +142,7 @@ def _hooks(mods: dict[str, Any], at: torch.Tensor, streams: list[Stream]) -> Ite
 
         return read
 
-    handles = [m.register_forward_hook(hook(n), with_kwargs=True) for n, m in mods.items()]
+    handles = [forward_hook(m, hook(n)) for n, m in mods.items()]
     try:
         yield
     finally:
@@ -261,7 +262,7 @@ def read_states(
 
     dev = torch.device(model.device)
     ids = _ids(model, trace, n).to(dev)
-    handles = [m.register_forward_hook(keep(i), with_kwargs=True) for i, m in enumerate(layers)]
+    handles = [forward_hook(m, keep(i)) for i, m in enumerate(layers)]
     try:
         with torch.inference_mode():
             model.model(
