@@ -1,0 +1,97 @@
+"""A loaded model's float32 Linear layers on the CPU through oneDNN's matmul, not MKL's sgemm.
+
+torch sends a float32 `F.linear` on the CPU to MKL, whose sgemm takes a slow path on AMD
+processors: on this project's machine (AMD EPYC, AVX-512) a 128x576 @ 576x1536 product took 2.2 ms
+through MKL and 1.0 ms through oneDNN's brgemm matmul, and SmolLM2's whole forward 226 against
+130 ms (bench/onednn_linear.py). oneDNN's matmul is float32 through and through: no bfloat16
+rounding (`exact()` checks that once per process), only another order of the same sums, so
+hidden states move by ~1e-6 relative, float32's own rounding.
+
+Used only where it applies: float32 input and weight on the CPU, no gradient asked for (the
+training lab and attribution patching keep `F.linear`), the op present in this torch build and
+exact. Set ATTNVIZ_ONEDNN_LINEAR=0 to keep torch's nn.Linear (a bench's baseline, or a build where
+oneDNN is slower).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _onednn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+def rows_alike(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x @ weight.T + bias through oneDNN, each row's result the same whatever the number of rows:
+    oneDNN's matmul gives a row the same bits for any M >= 2 (measured for M up to 4,096 on
+    SmolLM2's, MiniLM's and Gemma 3's shapes) and takes another kernel for M = 1, so one row is
+    sent as two. A sentence's numbers then do not depend on the batch it was traced in, and a
+    patched run's metric matches its unpatched run's exactly where nothing changed."""
+    if x.numel() != x.shape[-1]:
+        return _onednn(x, weight, bias)
+    two = _onednn(x.reshape(1, -1).expand(2, -1), weight, bias)
+    return two[:1].reshape(*x.shape[:-1], weight.shape[0])
+
+
+@functools.cache
+def exact() -> bool:
+    """Whether this torch build has oneDNN's linear and it computes in float32: 1 + 2^-10 (lost
+    when rounded to bfloat16, whose mantissa has 8 bits) summed 576 times comes back exactly, and
+    a random product matches F.linear to float32 rounding."""
+    if not torch.backends.mkldnn.is_available() or not hasattr(
+        torch.ops.mkldnn, "_linear_pointwise"
+    ):
+        return False
+    try:
+        ones = torch.ones(64, 576)
+        fine = _onednn(torch.full((8, 576), 1 + 2**-10), ones, None)
+        gen = torch.Generator().manual_seed(0)
+        x, w, b = (torch.randn(*s, generator=gen) for s in ((8, 576), (64, 576), (64,)))
+        got, want = _onednn(x, w, b), F.linear(x, w, b)
+    except RuntimeError:  # a build without the kernel for this processor
+        return False
+    return bool((fine == 576 * (1 + 2**-10)).all()) and torch.allclose(
+        got, want, rtol=1e-5, atol=1e-4
+    )
+
+
+def wanted() -> bool:
+    return os.environ.get("ATTNVIZ_ONEDNN_LINEAR", "1") != "0"
+
+
+class OneDNNLinear(nn.Linear):
+    """nn.Linear whose float32 CPU product without gradients goes through oneDNN, and whose other
+    products without gradients get a contiguous input: a decoder's last positions, `hidden[:, -1:]`
+    (transformers' `logits_to_keep=1`), are a strided view that F.linear multiplies as a batched
+    matmul, the weight copied once per sentence (SmolLM2's lm_head, four sentences in bfloat16:
+    436 against 4.5 ms)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.weight
+        if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad):
+            return F.linear(x, w, self.bias)  # the graph's path, as nn.Linear
+        fp32 = x.dtype is torch.float32 and w.dtype is torch.float32
+        if fp32 and x.device.type == "cpu" and w.device.type == "cpu" and exact():
+            return rows_alike(x, w, self.bias)
+        return F.linear(x.contiguous(), w, self.bias)
+
+
+def use_onednn(model: Any) -> int:
+    """Switch `model`'s plain nn.Linear layers to OneDNNLinear in place (same parameters, same
+    hooks; a layer moved to another device or dtype later takes F.linear by itself). Returns how
+    many were switched: 0 when ATTNVIZ_ONEDNN_LINEAR=0."""
+    if not wanted():
+        return 0
+    n = 0
+    for module in model.modules():
+        if type(module) is nn.Linear:
+            module.__class__ = OneDNNLinear
+            n += 1
+    return n
