@@ -25,7 +25,6 @@ from attnviz.engine import validate
 from attnviz.engine.budget import budget
 from attnviz.engine.budget import size as size_text
 from attnviz.engine.hooked import gguf_cache, tokenizing
-from attnviz.engine.hooked.onednn import use_onednn
 from attnviz.engine.hooked.families import (
     BERT_FAMILY,
     BLOCK_PATHS,
@@ -36,6 +35,7 @@ from attnviz.engine.hooked.families import (
 )
 from attnviz.engine.hooked.finding import offline, resolve
 from attnviz.engine.hooked.intercept import IMPL, catch_outputs
+from attnviz.engine.hooked.onednn import use_onednn
 from attnviz.i18n import Message
 
 AUTO_CLASSES = {
