@@ -23,7 +23,9 @@ through nginx (deploy/nginx.conf) in front of 1 and 2 replicas, replica i pinned
 Latency: from sending a rerun to its script_finished. Bytes: what arrived on the client's sockets.
 RSS: the servers' processes, summed. Server CPU per sentence: the servers' CPU seconds during a
 class over the sentences it traced, against a plain batched forward of the same model on the same
-sentences (SDPA, 8 a batch, no hooks) measured in a fresh process in the same run.
+sentences (SDPA, 8 a batch, no hooks) measured in a fresh process in the same run; the same
+forward with torch's own linear layers (ATTNVIZ_ONEDNN_LINEAR=0, MKL) is printed under it, the
+baseline before attnviz sent them to oneDNN (docs/models.md).
 """
 
 from __future__ import annotations
@@ -112,11 +114,14 @@ def plain_forward(work: Workload, batch: int = 8, reps: int = 6) -> dict:
     }
 
 
-def plain_forward_apart(work: Workload, pinned: bool) -> dict:
-    """plain_forward in a fresh process with `make run`'s settings (on core 0 alone: `pinned`)."""
+def plain_forward_apart(work: Workload, pinned: bool, torch_linear: bool = False) -> dict:
+    """plain_forward in a fresh process with `make run`'s settings (on core 0 alone: `pinned`;
+    with torch's own linear layers, MKL's sgemm, not oneDNN's: `torch_linear`)."""
     from replicas import SERVE_ENV
 
     env = {**os.environ, **SERVE_ENV, "PYTHONPATH": str(ROOT)}
+    if torch_linear:
+        env["ATTNVIZ_ONEDNN_LINEAR"] = "0"
     cmd = [sys.executable, __file__, "--plain-forward", "--model", work.model,
            "--tokens", str(work.tokens), "--dtype", work.dtype]  # fmt: skip
     if pinned:
@@ -349,6 +354,7 @@ def main() -> None:
     if args.replicas:
         fw = plain_forward_apart(work, pinned=True)
         print_forward(fw, "on one core")
+        print_forward(plain_forward_apart(work, True, torch_linear=True), "torch's linear layers")
         per_core = []
         for n in (int(x) for x in args.replicas.split(",")):
             target = ReplicaTarget(n, NEW["env"])
@@ -364,6 +370,7 @@ def main() -> None:
         return
     fw = plain_forward_apart(work, pinned=False)
     print_forward(fw, "every core")
+    print_forward(plain_forward_apart(work, False, torch_linear=True), "torch's linear layers")
     server = Server(NEW, "new")
     try:
         runs = run_target(server, work, sessions, args.crowds)
