@@ -41,7 +41,7 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
 
 
-def build(folder: str) -> None:
+def build(folder: str, intermediate_size: int = 1024) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
@@ -51,7 +51,7 @@ def build(folder: str) -> None:
     tokenizer = AutoTokenizer.from_pretrained(resolve(None)[0])
     tokenizer.model_max_length = 16_384
     config = LlamaConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=256, intermediate_size=1024,
+        vocab_size=tokenizer.vocab_size, hidden_size=256, intermediate_size=intermediate_size,
         num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
         max_position_embeddings=16_384,
     )  # fmt: skip

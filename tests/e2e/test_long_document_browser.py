@@ -89,8 +89,10 @@ def test_a_pasted_4096_token_document_is_traced_lean_and_drawn(page, llama_256) 
 
 @pytest.fixture(scope="module")
 def llama_256(tmp_path_factory) -> str:
-    """bench/long_context.py's model (4 layers, d_model 256): its 4,096-token trace takes over a
-    second on this machine, long enough for the page's spinner (Streamlit shows one after 0.5 s)."""
+    """bench/long_context.py's model (4 layers, d_model 256) with an FFN of 8,192: its 4,096-token
+    trace takes ~1.4 s on this machine, long enough for the page's spinner (Streamlit shows one
+    after 0.5 s). With the bench's FFN of 1,024 it took 0.4 s once the linear layers ran through
+    oneDNN (0.5 s before), and the spinner could come and go unseen."""
     import sys
     from pathlib import Path
 
@@ -98,7 +100,7 @@ def llama_256(tmp_path_factory) -> str:
     from long_context import build
 
     folder = tmp_path_factory.mktemp("llama_256")
-    build(str(folder))
+    build(str(folder), intermediate_size=8192)
     return str(folder)
 
 
