@@ -102,3 +102,59 @@ def test_a_strided_input_in_another_dtype_reaches_f_linear_contiguous(monkeypatc
         got = layer(hidden[:, -1:])
     assert seen == [True]
     assert torch.equal(got, real(hidden[:, -1:].contiguous(), layer.weight, layer.bias))
+
+
+@pytest.mark.skipif(not onednn.can_pack(), reason="this build cannot reorder a linear weight")
+@pytest.mark.parametrize(("n_out", "n_in"), SHAPES)
+def test_a_packed_weight_gives_the_same_bits_at_any_number_of_rows(n_out, n_in):
+    gen = torch.Generator().manual_seed(7 * n_out + n_in)
+    layer = OneDNNLinear(n_in, n_out)
+    layer.packs = True
+    x = torch.randn(130, n_in, generator=gen)
+    with torch.no_grad():
+        for m in (1, 2, 3, 31, 32, 33, 130):
+            assert torch.equal(layer(x[:m]), rows_alike(x[:m], layer.weight, layer.bias))
+    assert layer.packed().is_mkldnn  # the blocked copy is what ran
+
+
+@pytest.mark.skipif(not onednn.can_pack(), reason="this build cannot reorder a linear weight")
+def test_the_packed_weight_follows_the_weight_and_is_never_saved_or_pickled():
+    import pickle
+
+    layer = OneDNNLinear(32, 64)
+    layer.packs = True
+    x = torch.randn(4, 32)
+    with torch.no_grad():
+        before = layer(x)
+        layer.weight.mul_(2)  # written in place: packed again
+        assert torch.equal(layer(x), rows_alike(x, layer.weight, layer.bias))
+        assert not torch.equal(layer(x), before)
+        layer.weight = torch.nn.Parameter(torch.randn(64, 32))  # another tensor
+        assert torch.equal(layer(x), rows_alike(x, layer.weight, layer.bias))
+    assert set(layer.state_dict()) == {"weight", "bias"}
+    again = pickle.loads(pickle.dumps(layer))
+    assert "_packed" not in again.__dict__
+    with torch.no_grad():
+        assert torch.equal(again(x), layer(x))
+
+
+def test_only_a_model_within_the_budget_keeps_packed_weights(monkeypatch):
+    def model():  # 2 x 256 x 256 float32 weights: 0.5 MB
+        return torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Linear(256, 256))
+
+    small = model()
+    use_onednn(small)
+    assert all(m.packs for m in small) == onednn.can_pack()
+    monkeypatch.setenv("ATTNVIZ_PACKED_LINEAR_MB", "0")
+    off = model()
+    use_onednn(off)
+    assert not any(m.packs for m in off)
+    monkeypatch.setattr(onednn, "PACKED_MB", 1)  # the default budget: 1 MB
+    monkeypatch.delenv("ATTNVIZ_PACKED_LINEAR_MB")
+    tied = model()
+    tied[1].weight = tied[0].weight  # one weight, counted once: 0.25 MB
+    use_onednn(tied)
+    assert all(m.packs for m in tied) == onednn.can_pack()
+    big = torch.nn.Sequential(torch.nn.Linear(1024, 512))  # 2 MB
+    use_onednn(big)
+    assert not big[0].packs

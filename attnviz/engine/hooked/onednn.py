@@ -11,6 +11,14 @@ Used only where it applies: float32 input and weight on the CPU, no gradient ask
 training lab and attribution patching keep `F.linear`), the op present in this torch build and
 exact. Set ATTNVIZ_ONEDNN_LINEAR=0 to keep torch's nn.Linear (a bench's baseline, or a build where
 oneDNN is slower).
+
+Each layer's weight is also kept in oneDNN's own blocked layout, made at its first product
+(`packed`): given a plain weight, oneDNN reorders it on every product, which at a class's batches
+(one to four 32-token sentences) cost as much as the product itself, since such a forward streams
+every weight from memory. Same kernel, same bits (tests pin it); SmolLM2's forward of one
+sentence 79 -> 56 ms, of four 43 -> 36 ms a sentence (bench/onednn_linear.py). It costs a second
+copy of the layers' weights: only for a model whose linear layers hold at most
+ATTNVIZ_PACKED_LINEAR_MB (default 1,536) MB of float32 weights; 0 turns it off.
 """
 
 from __future__ import annotations
@@ -66,6 +74,32 @@ def wanted() -> bool:
     return os.environ.get("ATTNVIZ_ONEDNN_LINEAR", "1") != "0"
 
 
+PACKED_MB = 1536  # a model's float32 linear weights that may be kept packed too (MB)
+_PACK_ROWS = 32  # the rows oneDNN is told to expect when it picks the layout (any M gives the same)
+
+
+def packing_budget() -> int:
+    """Bytes of float32 linear weights a model may keep a packed copy of (ATTNVIZ_PACKED_LINEAR_MB;
+    a value that is not a whole number keeps the default)."""
+    raw = os.environ.get("ATTNVIZ_PACKED_LINEAR_MB", "").strip()
+    mb = int(raw) if raw.isdigit() else PACKED_MB
+    return mb * 2**20
+
+
+@functools.cache
+def can_pack() -> bool:
+    """Whether this build reorders a weight into oneDNN's layout and gives the same bits with it."""
+    reorder = getattr(torch.ops.mkldnn, "_reorder_linear_weight", None)
+    if reorder is None or not exact():
+        return False
+    gen = torch.Generator().manual_seed(1)
+    x, w, b = (torch.randn(*s, generator=gen) for s in ((5, 576), (64, 576), (64,)))
+    try:
+        return torch.equal(_onednn(x, reorder(w, _PACK_ROWS), b), _onednn(x, w, b))
+    except RuntimeError:
+        return False
+
+
 class OneDNNLinear(nn.Linear):
     """nn.Linear whose float32 CPU product without gradients goes through oneDNN, and whose other
     products without gradients get a contiguous input: a decoder's last positions, `hidden[:, -1:]`
@@ -73,25 +107,45 @@ class OneDNNLinear(nn.Linear):
     matmul, the weight copied once per sentence (SmolLM2's lm_head, four sentences in bfloat16:
     436 against 4.5 ms)."""
 
+    packs = False  # keep the weight in oneDNN's layout too (use_onednn sets it per layer)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         w = self.weight
         if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad):
             return F.linear(x, w, self.bias)  # the graph's path, as nn.Linear
         fp32 = x.dtype is torch.float32 and w.dtype is torch.float32
         if fp32 and x.device.type == "cpu" and w.device.type == "cpu" and exact():
-            return rows_alike(x, w, self.bias)
+            return rows_alike(x, self.packed() if self.packs else w, self.bias)
         return F.linear(x.contiguous(), w, self.bias)
+
+    def packed(self) -> torch.Tensor:
+        """The weight in oneDNN's blocked layout, made again when the weight changed (another
+        tensor, or written in place)."""
+        w = self.weight
+        stamp = (w.data_ptr(), w._version, tuple(w.shape))
+        held = self.__dict__.get("_packed")
+        if held is None or held[0] != stamp:
+            held = (stamp, torch.ops.mkldnn._reorder_linear_weight(w.detach(), _PACK_ROWS))
+            self.__dict__["_packed"] = held  # not a parameter or buffer: never saved or moved
+        return held[1]
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        return {k: v for k, v in state.items() if k != "_packed"}  # made again where unpickled
 
 
 def use_onednn(model: Any) -> int:
     """Switch `model`'s plain nn.Linear layers to OneDNNLinear in place (same parameters, same
-    hooks; a layer moved to another device or dtype later takes F.linear by itself). Returns how
-    many were switched: 0 when ATTNVIZ_ONEDNN_LINEAR=0."""
+    hooks; a layer moved to another device or dtype later takes F.linear by itself), each keeping
+    a packed weight when the model's float32 linear weights fit packing_budget(). Returns how many
+    were switched: 0 when ATTNVIZ_ONEDNN_LINEAR=0."""
     if not wanted():
         return 0
-    n = 0
-    for module in model.modules():
-        if type(module) is nn.Linear:
-            module.__class__ = OneDNNLinear
-            n += 1
-    return n
+    layers = [m for m in model.modules() if type(m) is nn.Linear]
+    weights = {id(m.weight): m.weight for m in layers if m.weight.dtype is torch.float32}
+    nbytes = sum(w.numel() * 4 for w in weights.values())  # a tied weight (lm_head) counted once
+    packs = 0 < nbytes <= packing_budget() and can_pack()
+    for module in layers:
+        module.__class__ = OneDNNLinear
+        module.packs = packs
+    return len(layers)
