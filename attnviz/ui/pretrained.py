@@ -77,12 +77,13 @@ def next_tokens(model, trace: Trace, base: Trace | None, k: int = 10) -> None:
     last = dec.tokens[-1]  # drawn as the candidates are ("Ġtired" and " tired" read ␣tired)
     if dec.token_ids:
         last = piece_text(model.tokenizer, dec.token_ids[-1])
-    fig = charts.next_tokens(
-        rows,
-        title=t("pm.next_title", token=spec.escape([last])[0]),
-        now_label=t("pm.next_now") if base_dec is not None else "p",
-        base_label=t("pm.next_base"),
-    )
+    with spec.making_specs():  # ready JSON: no go.Figure made and copied for every sentence
+        fig = charts.next_tokens(
+            rows,
+            title=t("pm.next_title", token=spec.escape([last])[0]),
+            now_label=t("pm.next_now") if base_dec is not None else "p",
+            base_label=t("pm.next_base"),
+        )
     left, right = st.columns([3, 2], vertical_alignment="center")
     with left:
         chart(fig, key="next_tokens")

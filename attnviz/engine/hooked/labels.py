@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 CONTINUATION = "◌"  # U+25CC, the dotted circle: "a part of a character"
@@ -31,6 +31,7 @@ DRAWN = {" ": "␣", "\n": "⏎", "\r": "␍", "\t": "⇥", "\u3000": "␣", "\x
 MARKS = ("␣", "⏎", "⇥", CONTINUATION, "<0x")  # what the legend under a chart explains
 
 
+@lru_cache(maxsize=1 << 16)  # a page draws the same few dozen tokens hundreds of times
 def shown(token: str) -> str:
     """A token as every view shows it, the same for its label ('Ġtired', '▁tired') and its text
     (' tired'): each space is one ␣ (never Ġ or ▁), a line break ⏎ (never Ċ or '\\n'), a tab ⇥;
