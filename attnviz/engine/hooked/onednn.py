@@ -16,8 +16,8 @@ Each layer's weight is also kept in oneDNN's own blocked layout, made at its fir
 (`packed`): given a plain weight, oneDNN reorders it on every product, which at a class's batches
 (one to four 32-token sentences) cost as much as the product itself, since such a forward streams
 every weight from memory. Same kernel, same bits (tests pin it); SmolLM2's forward of one
-sentence 79 -> 56 ms, of four 43 -> 36 ms a sentence (bench/onednn_linear.py). It costs a second
-copy of the layers' weights: only for a model whose linear layers hold at most
+sentence 73 -> 51 ms of CPU, of four 40 -> 36 ms a sentence (bench/onednn_linear.py). It costs
+a second copy of the layers' weights: only for a model whose linear layers hold at most
 ATTNVIZ_PACKED_LINEAR_MB (default 1,536) MB of float32 weights; 0 turns it off.
 """
 
