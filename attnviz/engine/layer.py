@@ -54,8 +54,13 @@ class _Stored:
     def __init__(self, default: Any = _MISSING) -> None:
         self.default = default
 
+    @staticmethod
+    def slot_of(name: str) -> str:
+        """Where field `name` is kept in a layer's __dict__."""
+        return f"_stored_{name}"
+
     def __set_name__(self, owner: type, name: str) -> None:
-        self.name, self.slot = name, f"_stored_{name}"
+        self.name, self.slot = name, self.slot_of(name)
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is None:  # dataclass asks the class for a default
@@ -156,10 +161,15 @@ class LayerTrace:
         """The K/V head query head h reads (GQA, as torch's enable_gqa)."""
         return kv_head(h, self.n_heads, self.n_kv_heads)
 
+    def raw(self, name: str) -> Any:
+        """Field `name` exactly as kept: a tensor, a function that recomputes it, or None (not
+        kept). How a layer keeps a field is this class's business; readers call this."""
+        return self.__dict__.get(_Stored.slot_of(name))
+
     def has(self, name: str) -> bool:
         """Whether field `name` can be read: `moved` needs the per-key norms (or moved itself,
         stored), `f_norm`, `x` and `lse` may be None."""
-        raw = self.__dict__.get(f"_stored_{name}")
+        raw = self.raw(name)
         if name == "moved":
             return self.has("f_norm") or not _recomputed(raw)
         return raw is not None
@@ -172,7 +182,7 @@ class LayerTrace:
         return self.f_norm
 
     def _moved_on_access(self) -> bool:
-        return self.__dict__.get("_stored_moved") is moved_of
+        return self.raw("moved") is moved_of
 
     def _moved_block(
         self, h: int, rows: slice | torch.Tensor | None, cols: slice | torch.Tensor | None
@@ -211,7 +221,7 @@ class LayerTrace:
     def _read(self, name: str, h: int | None = None) -> torch.Tensor | None:
         """Field `name` as stored, every head (h None) or head h; a field stored as a function
         is recomputed, for that head alone when h is given."""
-        raw = self.__dict__[f"_stored_{name}"]
+        raw = self.__dict__[_Stored.slot_of(name)]  # a field never set is a KeyError, not None
         if _recomputed(raw):
             return raw(self) if h is None else raw(self, h)
         return raw if h is None else raw[h]
@@ -348,7 +358,7 @@ class LeanLayer(LayerTrace):
     @property
     def rule(self) -> MaskRule:
         """The mask as a rule (MaskRule.allowed answers any block)."""
-        return self.__dict__["_stored_mask"]
+        return self.raw("mask")
 
     def block(
         self,

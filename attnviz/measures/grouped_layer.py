@@ -57,7 +57,7 @@ class GroupedLayer(LayerTrace):
 
     def has(self, name: str) -> bool:
         if name == "moved":
-            return self.__dict__.get("_stored_moved") is not no_moved
+            return self.raw("moved") is not no_moved
         return name in FIELDS
 
     def head_map(self, name: str, h: int, side: int) -> torch.Tensor:

@@ -48,6 +48,12 @@ def rows_alike(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None)
     return two[:1].reshape(*x.shape[:-1], weight.shape[0])
 
 
+def _sample(seed: int, rows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A probe's input [rows, 576], weight [64, 576] and bias [64], random from `seed`."""
+    gen = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(*s, generator=gen) for s in ((rows, 576), (64, 576), (64,)))
+
+
 @functools.cache
 def exact() -> bool:
     """Whether this torch build has oneDNN's linear and it computes in float32: 1 + 2^-10 (lost
@@ -60,8 +66,7 @@ def exact() -> bool:
     try:
         ones = torch.ones(64, 576)
         fine = _onednn(torch.full((8, 576), 1 + 2**-10), ones, None)
-        gen = torch.Generator().manual_seed(0)
-        x, w, b = (torch.randn(*s, generator=gen) for s in ((8, 576), (64, 576), (64,)))
+        x, w, b = _sample(seed=0, rows=8)
         got, want = _onednn(x, w, b), F.linear(x, w, b)
     except RuntimeError:  # a build without the kernel for this processor
         return False
@@ -92,8 +97,7 @@ def can_pack() -> bool:
     reorder = getattr(torch.ops.mkldnn, "_reorder_linear_weight", None)
     if reorder is None or not exact():
         return False
-    gen = torch.Generator().manual_seed(1)
-    x, w, b = (torch.randn(*s, generator=gen) for s in ((5, 576), (64, 576), (64,)))
+    x, w, b = _sample(seed=1, rows=5)
     try:
         return torch.equal(_onednn(x, reorder(w, _PACK_ROWS), b), _onednn(x, w, b))
     except RuntimeError:
