@@ -58,12 +58,14 @@ def head_maps(
     one alone) and its CSV. `mode`: the colour scale picked above (the overview's); None draws
     its own picker."""
     n = panels.size(trace)
-    c1, c2 = st.columns(2)
-    if mode is None:
-        with c1:
-            mode = pick_scale(n, short="max")
-    with c2:
-        lo, hi = pick_window(n)
+    lo, hi = 0, n
+    if mode is None or panels.needs_window(n):  # a row of pickers only when there is one to draw
+        c1, c2 = st.columns(2)
+        if mode is None:
+            with c1:
+                mode = pick_scale(n, short="max")
+        with c2:
+            lo, hi = pick_window(n)
     sel = selection(
         layer=layer, head=head, shared=shared, scale=mode, window=(lo, hi), mark=mark, field=field
     )
