@@ -42,6 +42,26 @@ def test_bert_json_has_the_sentence_the_model_every_knob_and_is_small(bert_trace
     assert data["layers"][0]["mask"] == {"causal": False, "keys": [3]} and n == 15
 
 
+def test_the_counted_characters_of_weights_are_what_json_writes() -> None:
+    """_number_bytes counts weights by value (a table of each thousandth's characters): the
+    characters JSON writes for them rounded to thousandths, for weights with trailing zeros (0.1,
+    0.12, 0.0, 1.0) and any other; a value outside 0..1 (no weight) is counted the slow way."""
+    gen = torch.Generator().manual_seed(0)
+    weights = torch.cat([
+        torch.softmax(torch.randn(6, 9, 9, generator=gen) * 3, -1).flatten(),
+        torch.tensor([0.0, 1.0, 0.1, 0.12, 0.1004, 0.0996, 0.5, 0.05, 0.0004]),
+    ])  # fmt: skip
+
+    def written(values: torch.Tensor) -> int:
+        thousandths = torch.round(values.float() * 1000).long().tolist()
+        return len(",".join(json.dumps(v / 1000) for v in thousandths) + ",")
+
+    assert export._number_bytes(weights) == written(weights)
+    signed = torch.tensor([-0.5, 0.25, 2.0, -0.001, 0.1])
+    assert export._number_bytes(signed) == written(signed) - 2  # minus signs are not counted
+    assert export._number_bytes(torch.zeros(0)) == 0
+
+
 def test_a_long_trace_s_json_keeps_the_larger_weights_under_ten_megabytes() -> None:
     """At 512 tokens every weight is 113 MB of JSON (93 MB measured by the audit): the default
     keeps each head's weights above the smallest threshold that fits 10 MB, and says its size

@@ -116,10 +116,27 @@ def _number_bytes(w: torch.Tensor) -> int:
     included: "0.0," "0.12," "0.123,": DECIMALS + 3 each, one fewer per trailing zero dropped
     (0.120 prints as 0.12, 0.100 and 0.0 as 0.1 and 0.0: at least one decimal stays)."""
     r = torch.round(w.float() * 10**DECIMALS)  # in thousandths (exact in float32 up to 1000)
+    if r.numel() and float(r.min()) >= 0 and float(r.max()) <= 10**DECIMALS:
+        # weights (0..1): how many of each value, times its characters (a class's page: 0.35 ms
+        # against 0.86 for the counts below, 270 heads at 30 tokens)
+        return int(torch.bincount(r.to(torch.int64).flatten(), minlength=10**DECIMALS + 1)
+                   .dot(_CHARS_OF_THOUSANDTHS))  # fmt: skip
     total = (DECIMALS + 3) * r.numel()
     for d in range(1, DECIMALS):
         total -= int((torch.fmod(r, 10**d) == 0).sum())
     return total
+
+
+def _chars_of_thousandths() -> torch.Tensor:
+    """[10**DECIMALS + 1]: the characters of v / 10**DECIMALS as JSON writes it, comma included."""
+    v = torch.arange(10**DECIMALS + 1)
+    chars = torch.full_like(v, DECIMALS + 3)
+    for d in range(1, DECIMALS):
+        chars -= (v % 10**d == 0).long()
+    return chars
+
+
+_CHARS_OF_THOUSANDTHS = _chars_of_thousandths()
 
 
 def _index_bytes(positions: torch.Tensor) -> int:
