@@ -93,6 +93,42 @@ def test_compact_recomputes_scores_and_keeps_every_view_value() -> None:
     torch.testing.assert_close(half.layers[0].z, trace.layers[0].z, rtol=2e-3, atol=2e-3)
 
 
+def test_compact_checks_every_layer_s_scores_against_q_k_as_allclose_would() -> None:
+    """compact checks all layers of a shape in one product: a layer whose scores are q·k is
+    recomputed, one whose scores are off by more than 1e-4 or hold a NaN keeps them, exactly
+    where a per-layer torch.allclose(q·k, scores, 1e-4, 1e-4) says so; compacting twice changes
+    nothing."""
+    from attnviz.engine.layer import scores_close_to_qk
+
+    trace = trace_text(
+        "the animal did not cross the street",
+        StackConfig(d_model=32, n_heads=4, n_kv_heads=2, n_layers=4, causal=True),
+    )
+    layers = [replace_scores(lt, lt.scores.clone()) for lt in trace.layers]
+    layers[1].scores[2, 3, 1] += 1e-2
+    layers[2].scores[0, 0, 0] = float("nan")
+    layers[3].scores[1, 4, 2] += 5e-6  # within the tolerance
+    wanted = [
+        torch.allclose(lt.q @ lt.k.repeat_interleave(2, 0).transpose(-1, -2), lt.scores,
+                       rtol=1e-4, atol=1e-4)
+        for lt in layers
+    ]  # fmt: skip
+    assert wanted == [True, False, False, True]
+    assert scores_close_to_qk(layers) == wanted
+    small = compact(replace(trace, layers=layers))
+    kept = [isinstance(lt.raw("scores"), torch.Tensor) for lt in small.layers]
+    assert kept == [not ok for ok in wanted]
+    torch.testing.assert_close(small.layers[1].scores, layers[1].scores, equal_nan=True)
+    again = compact(small)
+    assert [isinstance(lt.raw("scores"), torch.Tensor) for lt in again.layers] == kept
+
+
+def replace_scores(layer: LayerTrace, scores: torch.Tensor) -> LayerTrace:
+    """A copy of `layer` with its own scores tensor."""
+    fields = {f: layer.stored(f) for f in ("q", "k", "v", "mask", "weights", "z", "output")}
+    return LayerTrace(scale=layer.scale, scores=scores, **fields)
+
+
 def test_one_head_of_a_compact_trace_computes_only_that_head(monkeypatch) -> None:
     """Head detail and One query read one head: a compact trace computes that head's q·k
     ([q, k], not [head, q, k]), equal to the full trace's; its logits are masked like logits()."""

@@ -312,21 +312,47 @@ class LayerTrace:
         needs fewer; a stored mask: every key)."""
         return 0, self.n_k
 
-    def compacted(self, half: tuple[str, ...] = ()) -> LayerTrace:
+    def compacted(self, half: tuple[str, ...] = (), qk_close: bool | None = None) -> LayerTrace:
         """This layer in fewer bytes (`compact`): scores recomputed from q and k on access when
-        that gives the recorded values (checked here, else kept); fields in `half` kept in
-        float16. Shares tensors with this layer."""
+        that gives the recorded values (checked here, or by the caller: `qk_close`, what
+        scores_close_to_qk says of it; else kept); fields in `half` kept in float16. Shares
+        tensors with this layer."""
         stored = {f: self.stored(f) for f in ("q", "k", "v", "scores", "mask", "weights", "z")}
         stored |= {f: self.stored(f) for f in ("output", "x", "f_norm")}
         new = LayerTrace(scale=self.scale, **stored)
-        recomputed = _scores_from_qk(self)
-        if torch.allclose(recomputed, stored["scores"].float(), rtol=1e-4, atol=1e-4):
+        if qk_close is None:
+            qk_close = scores_close_to_qk([self])[0]
+        if qk_close:
             new.scores = _scores_from_qk  # recomputed on access: n x n per head not kept
         for name in half:
             t = stored[name]
             if t is not None and t.is_floating_point():
                 setattr(new, name, t.half())
         return new
+
+
+def scores_close_to_qk(layers: list[LayerTrace]) -> list[bool]:
+    """For each layer, whether its stored scores are q·k as _scores_from_qk recomputes them
+    (within 1e-4): layers of one shape are checked in one product, not one a layer (a class's
+    trace of 30 layers: ~60 small calls fewer, in the trace workers)."""
+    close = [False] * len(layers)
+    groups: dict[tuple, list[int]] = {}
+    for i, layer in enumerate(layers):
+        q, k, scores = (layer.raw(f) for f in ("q", "k", "scores"))
+        if scores is _scores_from_qk:  # compact already
+            close[i] = True
+        elif all(isinstance(t, torch.Tensor) for t in (q, k, scores)):
+            groups.setdefault((q.shape, k.shape, scores.shape, q.device), []).append(i)
+    for group in groups.values():
+        q = torch.stack([layers[i].stored("q") for i in group]).float()  # [L, head, q, d]
+        k = expand_kv(torch.stack([layers[i].stored("k") for i in group]).float(), q.shape[1])
+        scores = torch.stack([layers[i].stored("scores") for i in group]).float()  # [L, h, q, k]
+        # torch.isclose's test (NaN never close), in fewer passes than isclose itself makes
+        off = (q @ k.transpose(-1, -2)).sub_(scores).abs_().sub_(scores.abs().mul_(1e-4))
+        near = off.flatten(1).amax(1) <= 1e-4  # [L]; a NaN anywhere makes its amax NaN: False
+        for i, ok in zip(group, near.tolist(), strict=True):
+            close[i] = ok
+    return close
 
 
 def _recomputed(raw: Any) -> bool:
@@ -403,5 +429,5 @@ class LeanLayer(LayerTrace):
     def make_pass(self, side: Any, specials: tuple[int, ...]) -> None:
         summarize(self, side, specials)
 
-    def compacted(self, half: tuple[str, ...] = ()) -> LayerTrace:
+    def compacted(self, half: tuple[str, ...] = (), qk_close: bool | None = None) -> LayerTrace:
         return self  # nothing n x n to drop, and float16 would change what is recomputed

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from attnviz.engine.bands import specials_of
-from attnviz.engine.layer import LayerTrace, LeanLayer, to_view
+from attnviz.engine.layer import LayerTrace, LeanLayer, scores_close_to_qk, to_view
 
 __all__ = ["LayerTrace", "LeanLayer", "Trace", "compact", "pooled_weights", "to_view"]
 
@@ -121,7 +121,8 @@ def compact(trace: Trace, half: tuple[str, ...] = ()) -> Trace:
     invisible in a heatmap, but not in the numbers the pages print and the tests pin to 1e-5, so
     the app keeps float32). A layer with nothing recomputable from q and k stays as it is.
     Shares tensors with `trace`; treat both as read-only."""
-    layers = [layer.compacted(half) for layer in trace.layers]
+    close = scores_close_to_qk(trace.layers)
+    layers = [layer.compacted(half, ok) for layer, ok in zip(trace.layers, close, strict=True)]
     # the residual stream read while tracing (engine/hooked/stream.py) holds for the same numbers
     streams = {k: v for k, v in trace.memo.items() if isinstance(k, tuple) and k[:1] == ("stream",)}
     return Trace(**{**trace.__dict__, "layers": layers, "memo": streams})
