@@ -51,11 +51,34 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) a process has used so far."""
-    with open(f"/proc/{pid}/stat") as f:
+def cpu_s(pid: int, tid: int | None = None) -> float:
+    """CPU seconds (user + system) a process (or its thread `tid`) has used so far."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    with open(path) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def threads_cpu_s(pids: list[int]) -> dict[tuple[int, int], float]:
+    """CPU seconds of every live thread of `pids`, by (pid, thread id)."""
+    out = {}
+    for pid in pids:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                out[(pid, int(tid))] = cpu_s(pid, int(tid))
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # ended meanwhile
+    return out
+
+
+def cpu_split(before: dict, after: dict, total: float) -> tuple[float, float, float]:
+    """A class's server CPU `total` split by thread: each process's main thread (Streamlit's event
+    loop: the websocket, its deflate, protobuf), the threads alive before and after (the trace
+    workers and their OpenMP team, the cache's sweeper) and the rest: threads that came and went,
+    Streamlit's script runs (a thread each)."""
+    loop = sum(after[k] - before[k] for k in after if k[0] == k[1] and k in before)
+    kept = sum(after[k] - before[k] for k in after if k[0] != k[1] and k in before)
+    return loop, kept, total - loop - kept
 
 
 class Target:
@@ -272,15 +295,17 @@ def load_run(target: Target, n: int, work: Workload, crowds: int = CROWDS) -> di
     between runs on this shared machine."""
     before = target.rss()
     target.reset_peak()
-    walls, crowd_p95, cpus, client = [], [], [], []
+    walls, crowd_p95, cpus, client, splits = [], [], [], [], []
     students = []
     for rep in range(ONES if n == 1 else crowds):
         if rep:
             time.sleep(CROWD_GAP_S if n > 1 else 0.5)
         t0, cpu0, own0 = time.perf_counter(), target.cpu_s(), time.process_time()
+        threads0 = threads_cpu_s(target.pids)
         one = asyncio.run(crowd(target.url, n, work, rep * n))
         walls.append(time.perf_counter() - t0)
         cpus.append(target.cpu_s() - cpu0)
+        splits.append(cpu_split(threads0, threads_cpu_s(target.pids), cpus[-1]))
         client.append(time.process_time() - own0)
         crowd_p95.append(pct([st.seconds for s in one for st in s.steps if st.ok], 0.95))
         students += one
@@ -308,6 +333,8 @@ def load_run(target: Target, n: int, work: Workload, crowds: int = CROWDS) -> di
         "crowd_p95": crowd_p95,
         # the servers' CPU over the sentences the class traced
         "cpu_sentence": statistics.mean(cpus) / (n * work.sentences),
+        # that CPU by thread (cpu_split): event loop, kept threads, script runs
+        "cpu_split": [statistics.mean(x) / (n * work.sentences) for x in zip(*splits, strict=True)],
         # the students' own CPU (this process, on the same cores): what the servers did not get
         "client_sentence": statistics.mean(client) / (n * work.sentences),
     }

@@ -25,7 +25,9 @@ RSS: the servers' processes, summed. Server CPU per sentence: the servers' CPU s
 class over the sentences it traced, against a plain batched forward of the same model on the same
 sentences (SDPA, 8 a batch, no hooks) measured in a fresh process in the same run; the same
 forward with torch's own linear layers (ATTNVIZ_ONEDNN_LINEAR=0, MKL) is printed under it, the
-baseline before attnviz sent them to oneDNN (docs/models.md).
+baseline before attnviz sent them to oneDNN (docs/models.md). That CPU is also split by thread:
+each server's event loop (its main thread), the threads that outlive a class (the trace workers,
+their OpenMP team) and the script runs (a thread each, gone when the run ends).
 """
 
 from __future__ import annotations
@@ -165,6 +167,12 @@ def print_runs(runs: list[dict], label: str, forward: dict | None) -> None:
         if r["n"] > 1:
             each = ", ".join(f"{x:.2f}" for x in r["crowd_p95"])
             print(f"  N={r['n']}: each class's p95 {each} s")
+    for r in runs:
+        loop, kept, scripts = (x * 1e3 for x in r["cpu_split"])
+        print(
+            f"  N={r['n']}: CPU a sentence by thread: event loop {loop:.0f} ms, trace workers "
+            f"and other kept threads {kept:.0f} ms, page scripts {scripts:.0f} ms"
+        )
 
 
 def carried(runs: list[dict]) -> int:
