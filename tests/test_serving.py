@@ -636,6 +636,63 @@ def test_a_batch_holds_at_most_its_weight_and_a_heavy_job_goes_alone() -> None:
     assert calls == [["a", "b"], ["big"], ["c"]]
 
 
+def test_a_lingering_job_waits_for_its_group_until_its_batch_is_full_or_its_time_is_up() -> None:
+    """With `linger`, a job that finds the worker free waits (from its submission) for others of
+    its group: a batch that fills (by count or by weight) runs at once; one that does not, when
+    its time is up; a job of no group and a linger of 0 never wait."""
+    import time
+
+    from attnviz.serve.batcher import Batcher
+
+    calls, asked = [], []
+
+    def run(items):
+        calls.append((list(items), time.monotonic()))
+        return items
+
+    def linger(waiting: int) -> float:
+        asked.append(waiting)
+        return 0.4
+
+    batcher = Batcher(1, 3, "test-batcher", max_weight=10, linger=linger)
+    t0 = time.monotonic()
+    first = batcher.submit("g", "a", run)
+    time.sleep(0.05)
+    second, third = batcher.submit("g", "b", run), batcher.submit("g", "c", run)
+    assert [j.result(10) for j in (first, second, third)] == ["a", "b", "c"]
+    assert calls[0][0] == ["a", "b", "c"] and calls[0][1] - t0 < 0.3  # full: no waiting on
+    assert asked and max(asked) <= 3
+    calls.clear()
+    t0 = time.monotonic()
+    assert batcher.submit("g", "d", run).result(10) == "d"
+    assert 0.35 < calls[0][1] - t0 < 2  # alone: waited its 0.4 s, then ran
+    calls.clear()
+    t0 = time.monotonic()
+    heavy = [batcher.submit("g", x, run, 6) for x in ("e", "f")]  # 6 + 6 > 10: the first is full
+    assert [j.result(10) for j in heavy] == ["e", "f"]
+    assert calls[0][0] == ["e"] and calls[0][1] - t0 < 0.3
+    calls.clear()
+    t0 = time.monotonic()
+    assert batcher.submit(None, "g", run).result(10) == "g" and calls[0][1] - t0 < 0.3
+    quick = Batcher(1, 3, "test-batcher", linger=lambda waiting: 0.0)
+    t0 = time.monotonic()
+    assert quick.submit("g", "h", run).result(10) == "h" and time.monotonic() - t0 < 0.3
+
+
+def test_the_trace_workers_linger_only_while_other_pages_run(monkeypatch) -> None:
+    """A sentence waits for others only while other script runs are in flight (a researcher
+    alone never waits), at most as long as the last forward took and at most LINGER_MAX_S."""
+    from attnviz.serve import tracing
+
+    monkeypatch.setattr(tracing, "_last_forward_s", [0.03])
+    monkeypatch.setattr(tracing, "script_runs", lambda: 1)
+    assert tracing.linger(1) == 0.0  # the one page running is the one waiting
+    monkeypatch.setattr(tracing, "script_runs", lambda: 5)
+    assert tracing.linger(1) == 0.03 and tracing.linger(5) == 0.0
+    monkeypatch.setattr(tracing, "_last_forward_s", [3.0])
+    assert tracing.linger(2) == tracing.LINGER_MAX_S
+
+
 def test_a_failing_batch_is_run_again_one_job_at_a_time() -> None:
     from attnviz.serve.batcher import Batcher
 

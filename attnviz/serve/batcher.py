@@ -5,6 +5,7 @@ same moment as one call: a class typing at once gets one forward for many senten
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ class _Job:
     run: Callable[[list], list]
     weight: float
     future: Future = field(default_factory=Future)
+    since: float = field(default_factory=time.monotonic)  # when it was submitted
 
 
 class Batcher:
@@ -25,14 +27,23 @@ class Batcher:
     once, alone; jobs that wait run together with the other waiting jobs of their group, at most
     `max_batch` jobs and `max_weight` of their weights at a time (a job over it goes alone),
     through the run function of the first. A batch that fails is run
-    again one job at a time, so that one bad input fails only itself."""
+    again one job at a time, so that one bad input fails only itself.
+
+    `linger(waiting)`: how long (s) the first waiting job of a group may wait, counted from its
+    submission, for others of its group to fill its batch; `waiting` is how many jobs wait. None
+    (default) never waits: a job that finds a thread free runs at once."""
 
     def __init__(
-        self, workers: int, max_batch: int, name: str, max_weight: float = float("inf")
+        self,
+        workers: int,
+        max_batch: int,
+        name: str,
+        max_weight: float = float("inf"),
+        linger: Callable[[int], float] | None = None,
     ) -> None:
         if workers < 1 or max_batch < 1:
             raise ValueError(f"workers={workers} and max_batch={max_batch} must be at least 1")
-        self.max_batch, self.max_weight = max_batch, max_weight
+        self.max_batch, self.max_weight, self.linger = max_batch, max_weight, linger
         self._queue: list[_Job] = []
         self._ready = threading.Condition()
         self.threads = [
@@ -60,8 +71,13 @@ class Batcher:
 
     def _take(self) -> list[_Job]:
         with self._ready:
-            while not self._queue:
-                self._ready.wait()
+            while True:
+                while not self._queue:
+                    self._ready.wait()
+                left = self._left_to_wait()
+                if left <= 0:
+                    break
+                self._ready.wait(left)  # a submit wakes it to see whether the batch is full
             first = self._queue.pop(0)
             batch, rest, weight = [first], [], first.weight
             for job in self._queue:
@@ -73,6 +89,20 @@ class Batcher:
                     rest.append(job)
             self._queue[:] = rest
             return batch
+
+    def _left_to_wait(self) -> float:
+        """Seconds the first waiting job may still wait for its group to fill a batch (with the
+        lock held): 0 when nothing lingers, it shares with no one or its batch is full."""
+        first = self._queue[0]
+        if self.linger is None or first.group is None:
+            return 0.0
+        count, weight = 0, 0.0
+        for job in self._queue:
+            if job.group == first.group:
+                count, weight = count + 1, weight + job.weight
+        if count >= self.max_batch or weight + first.weight > self.max_weight:
+            return 0.0  # full: one more like it would not fit
+        return first.since + self.linger(len(self._queue)) - time.monotonic()
 
     def _work(self) -> None:
         while True:
