@@ -65,10 +65,11 @@ def model_for(request: TraceRequest):
     raise LookupError(f"model {request.model!r} is not loaded in this server")
 
 
-# How long a sentence waits at most for others to share its forward, while other pages run: a
-# class on two SmolLM2 replicas at 30 students had p95 1.01-1.11 s with 0.1 s against 1.51-1.53 s
-# without (bench/load.py: forwards of two to four instead of one or two, ~10 ms less CPU a
-# sentence). Never longer than the last forward took: a small model's sentences wait less.
+# How long a sentence waits at most for others to share its forward, while other pages run: two
+# pinned SmolLM2 replicas with a class of 30 then ran 2.1 sentences a forward, at 105-111 ms of
+# CPU a sentence against 114-121 and p95 1.24-1.40 s against 1.26-1.52 s (bench/load.py; a scratch
+# run alternating 0.1 s with none: 1.01-1.11 s against 1.51-1.53 s). Never longer than the last
+# forward took: a small model's sentences wait less.
 LINGER_MAX_S = 0.1
 _last_forward_s = [0.0]  # wall seconds of the last forward of the trace workers
 
