@@ -86,10 +86,10 @@ def linger(waiting: int) -> float:
 
 @functools.cache
 def pool() -> Batcher:
-    """The trace workers, one set per process (serving: trace_workers). Threads that stay: a
-    forward in a new thread pays for a new OpenMP team (bench/hooked.py); one worker by default,
-    so that a class's sentences wait together and share forwards (bench/load.py), and wait a
-    moment for each other (`linger`)."""
+    """The trace workers, one set per process (serving: trace_workers, two by default). Threads
+    that stay: a forward in a new thread pays for a new OpenMP team (bench/hooked.py). A class's
+    sentences that wait for a worker share forwards (bench/load.py), and wait a moment for each
+    other (`linger`)."""
     return Batcher(serving().trace_workers, BATCH_MAX, "attnviz-trace", BATCH_BYTES, linger)
 
 
