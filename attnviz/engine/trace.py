@@ -15,7 +15,8 @@ import torch
 from attnviz.engine.bands import specials_of
 from attnviz.engine.layer import LayerTrace, LeanLayer, scores_close_to_qk, to_view
 
-__all__ = ["LayerTrace", "LeanLayer", "Trace", "compact", "pooled_weights", "to_view"]
+__all__ = ["LayerTrace", "LeanLayer", "Trace", "compact", "pooled_weights", "rows_per_band",
+           "to_view"]  # fmt: skip
 
 
 @dataclass
@@ -94,6 +95,17 @@ class Trace:
         """All weights stacked. [layer, head, q, k]"""
         return torch.stack([layer.weights for layer in self.layers])
 
+    def kept_bytes(self) -> tuple[int, int] | None:
+        """For a long input's lean trace (no n x n tensor kept): the bytes it holds and the bytes
+        the same trace with every n x n map would; None for any other trace."""
+        if not any(layer.in_bands for layer in self.layers):
+            return None
+        from attnviz.engine.budget import model_trace_bytes
+
+        d_head = self.layers[0].stored("q").shape[-1]
+        full = model_trace_bytes(self.n_layers, self.n_heads, d_head, 1, len(self.tokens))
+        return self.nbytes(), full
+
     def nbytes(self) -> int:
         """Bytes held by the trace's tensors: what a byte-bounded cache counts."""
         extra = sum(
@@ -112,6 +124,14 @@ def pooled_weights(trace: Trace, th: int, tw: int, name: str = "weights") -> tor
     # server made them already (attnviz.serve.bandpool: a layer per core)
     specials = specials_of(trace)
     return torch.stack([layer.pooled(th, tw, name, specials) for layer in trace.layers])
+
+
+def rows_per_band(n_cols: int) -> int:
+    """How many query rows to read at a time when each row spans `n_cols` keys (of one or
+    several maps): a band stays near the engine's block of cells, never n x n at once."""
+    from attnviz.engine.lean import BLOCK_CELLS
+
+    return max(1, BLOCK_CELLS // max(1, n_cols))
 
 
 def compact(trace: Trace, half: tuple[str, ...] = ()) -> Trace:

@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from attnviz.engine.lean import BLOCK_CELLS
-from attnviz.engine.trace import Trace
+from attnviz.engine.trace import Trace, rows_per_band
 from attnviz.measures.stats import head_stats
 
 if TYPE_CHECKING:
@@ -70,7 +69,7 @@ def _aligned_change(
             _lean_change(la, lb, pairs, {f: {k: v[layer] for k, v in got.items()}
                                          for f, got in out.items()})  # fmt: skip
             continue
-        step = max(1, BLOCK_CELLS // max(1, la.n_k + lb.n_k))
+        step = rows_per_band(la.n_k + lb.n_k)
         for h in range(la.n_heads):
             for r0 in range(0, len(qa), step):
                 for f in fields:

@@ -214,7 +214,6 @@ def length_note(model, trace: Trace) -> None:
     """How many tokens were traced, what this server's budget allows for this model, what was
     cut and why, and (long inputs) how the trace is kept: never a silent cut."""
     from attnviz.engine.budget import size
-    from attnviz.views.frames import kept_bytes
 
     n, total, limit = len(trace.tokens), trace.n_input_tokens, trace.meta.get("max_length", 0)
     reason = t(f"long.reason.{trace.meta.get('limit_reason', 'model')}")
@@ -223,6 +222,6 @@ def length_note(model, trace: Trace) -> None:
         st.warning(line + " " + t("long.cut", total=total, cut=total - n, limit=limit))
     else:
         st.caption(line)
-    kept = kept_bytes(trace)  # a long input's trace, kept without its n x n maps
+    kept = trace.kept_bytes()  # a long input's trace, kept without its n x n maps
     if kept is not None:
         st.caption(t("long.lean", kept=size(kept[0]), full=size(kept[1])))

@@ -13,8 +13,7 @@ import plotly.graph_objects as go
 import torch
 
 from attnviz.engine.bands import bins, indicator
-from attnviz.engine.lean import BLOCK_CELLS
-from attnviz.engine.trace import Trace
+from attnviz.engine.trace import Trace, rows_per_band
 from attnviz.views.colour import HIGHLIGHT
 from attnviz.views.maps import PICTURE_SIDE, Axis, Colour, Frame, Marks, draw_map
 from attnviz.views.panels import head_map, weights_colour
@@ -100,7 +99,7 @@ def aligned_difference(a: Trace, b: Trace, sel: Selection, table: pd.DataFrame) 
     col_s, col_e = bins(m_c, tw)
     cmat = indicator(col_s, col_e, 0, m_c).T  # [cols, tw]
     out = torch.zeros(th, tw)
-    step = max(1, BLOCK_CELLS // max(1, la.n_k + lb.n_k))
+    step = rows_per_band(la.n_k + lb.n_k)
     for r0 in range(0, m_r, step):
         r1 = min(m_r, r0 + step)
         xa = la.block(sel.field, h, qa[r0:r1])[:, ka]  # [r, cols]

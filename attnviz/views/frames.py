@@ -49,18 +49,6 @@ def head_weights(
     return w.masked_fill(~lt.block("mask", head, whole, whole), math.nan), rows, cols
 
 
-def kept_bytes(trace: Trace) -> tuple[int, int] | None:
-    """For a long input's lean trace (no n x n tensor kept): the bytes it holds and the bytes the
-    same trace with every n x n map would; None for any other trace."""
-    if not any(layer.in_bands for layer in trace.layers):
-        return None
-    from attnviz.engine.budget import model_trace_bytes
-
-    lt, n = trace.layers[0], len(trace.tokens)
-    d_head = lt.stored("q").shape[-1]
-    return trace.nbytes(), model_trace_bytes(trace.n_layers, trace.n_heads, d_head, 1, n)
-
-
 def numbered(tokens: list[str]) -> list[str]:
     """CSV headers and row names: "3:␣cat", each token as every view draws it."""
     return [f"{i}:{shown(t)}" for i, t in enumerate(tokens)]
